@@ -1,0 +1,580 @@
+"""DSPy 3.3 JSON (``model_dump(mode="json")``) and DSPy 3.3 objects <-> the canonical model.
+
+:func:`trace_from_json` reads an ``LMHistoryEntry``, ``LMRequest``, ``LMResponse`` or a list of history
+entries, checks every field, and rejects unknown part kinds and unknown fields by name (DSPy's models
+forbid extras, except ``LMUsage`` and ``LMHistoryEntry``, whose extras are kept in ``extra_fields``).
+:func:`trace_to_json` writes exactly what DSPy 3.3's ``model_dump(mode="json")`` writes for the same
+object, so a round trip gives back equal JSON. Neither needs DSPy installed; :func:`trace_from_dspy` and
+:func:`trace_to_dspy` convert live DSPy objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dspy_rdf import model as m
+from dspy_rdf.errors import TraceInputError
+
+__all__ = ["detect_kind", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
+
+_SOURCE_KEYS = ("media_type", "data", "url", "file_id", "path")
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+
+def _fail(path: str, message: str) -> TraceInputError:
+    return TraceInputError(message, field=path)
+
+
+def _obj(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(path, f"expected a JSON object, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _check_keys(d: dict[str, Any], allowed: frozenset[str], path: str, what: str) -> None:
+    extra = d.keys() - allowed
+    if extra:
+        names = ", ".join(sorted(map(str, extra)))
+        raise _fail(path, f"unknown field(s) {names} on {what}; expected only {', '.join(sorted(allowed))}")
+
+
+def _str(d: dict[str, Any], key: str, path: str, *, required: bool = False, default: str | None = None) -> str | None:
+    value = d.get(key, default)
+    if value is None:
+        if required:
+            raise _fail(f"{path}.{key}", "is required")
+        return None
+    if not isinstance(value, str):
+        raise _fail(f"{path}.{key}", f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _int(d: dict[str, Any], key: str, path: str) -> int | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(f"{path}.{key}", f"expected an integer, got {_kind(value)}")
+    return value
+
+
+def _float(d: dict[str, Any], key: str, path: str) -> float | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(f"{path}.{key}", f"expected a number, got {_kind(value)}")
+    return float(value)
+
+
+def _bool(d: dict[str, Any], key: str, path: str, *, default: bool | None = None) -> bool | None:
+    value = d.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _fail(f"{path}.{key}", f"expected true or false, got {_kind(value)}")
+    return value
+
+
+def _json_obj(d: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = d.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(f"{path}.{key}", f"expected a JSON object, got {_kind(value)}")
+    return value
+
+
+def _list(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> list[Any]:
+    value = d.get(key)
+    if value is None:
+        if required:
+            raise _fail(f"{path}.{key}", "is required")
+        return []
+    if not isinstance(value, list):
+        raise _fail(f"{path}.{key}", f"expected a list, got {_kind(value)}")
+    return value
+
+
+_PART_KEYS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "metadata", "text"}),
+    "image": frozenset({"type", "metadata", *_SOURCE_KEYS, "detail"}),
+    "audio": frozenset({"type", "metadata", *_SOURCE_KEYS}),
+    "video": frozenset({"type", "metadata", *_SOURCE_KEYS}),
+    "document": frozenset({"type", "metadata", *_SOURCE_KEYS, "source", "citations", "title", "context"}),
+    "binary": frozenset({"type", "metadata", *_SOURCE_KEYS, "filename"}),
+    "tool_call": frozenset({"type", "metadata", "id", "name", "args", "provider_data"}),
+    "tool_result": frozenset({"type", "metadata", "call_id", "name", "content", "is_error", "provider_data"}),
+    "thinking": frozenset({"type", "metadata", "text", "redacted"}),
+    "citation": frozenset({"type", "metadata", "text", "title", "url"}),
+    "refusal": frozenset({"type", "metadata", "text"}),
+}
+
+
+def part_from_json(value: Any, path: str) -> m.LMPart:
+    """Turn one DSPy part dict into a model part; unknown kinds are rejected by name."""
+    d = _obj(value, path)
+    kind = d.get("type")
+    keys = _PART_KEYS.get(kind) if isinstance(kind, str) else None
+    if keys is None:
+        raise _fail(f"{path}.type", f"unknown part type {kind!r}; expected one of {', '.join(m.PART_TYPES)}")
+    _check_keys(d, keys, path, f"a {kind} part")
+    metadata = _json_obj(d, "metadata", path)
+    if kind == "text":
+        return m.LMTextPart(text=_str(d, "text", path, required=True), metadata=metadata)
+    if kind == "tool_call":
+        return m.LMToolCallPart(
+            name=_str(d, "name", path, required=True),
+            call_id=_str(d, "id", path),
+            args=_json_obj(d, "args", path),
+            provider_data=_json_obj(d, "provider_data", path),
+            metadata=metadata,
+        )
+    if kind == "tool_result":
+        return m.LMToolResultPart(
+            call_id=_str(d, "call_id", path),
+            name=_str(d, "name", path),
+            content=[part_from_json(p, f"{path}.content[{i}]") for i, p in enumerate(_list(d, "content", path))],
+            is_error=_bool(d, "is_error", path, default=False),
+            provider_data=_json_obj(d, "provider_data", path),
+            metadata=metadata,
+        )
+    if kind in ("thinking",):
+        return m.LMThinkingPart(
+            text=_str(d, "text", path, required=True), redacted=_bool(d, "redacted", path, default=False), metadata=metadata
+        )
+    if kind == "refusal":
+        return m.LMRefusalPart(text=_str(d, "text", path, required=True), metadata=metadata)
+    if kind == "citation":
+        part = m.LMCitationPart(
+            text=_str(d, "text", path), title=_str(d, "title", path), url=_str(d, "url", path), metadata=metadata
+        )
+        if part.text is None and part.title is None and part.url is None:
+            raise _fail(path, "a citation part needs at least one of text, title or url")
+        return part
+    cls = m.PART_CLASSES[kind]
+    fields: dict[str, Any] = {key: _str(d, key, path) for key in _SOURCE_KEYS}
+    if fields["media_type"] is None:
+        del fields["media_type"]  # the class default, as in DSPy
+    if kind == "document":
+        source = d.get("source")
+        if source is not None and not isinstance(source, dict):
+            raise _fail(f"{path}.source", f"expected a JSON object, got {_kind(source)}")
+        fields.update(
+            source=source,
+            citations=_json_obj(d, "citations", path),
+            title=_str(d, "title", path),
+            context=_str(d, "context", path),
+        )
+    elif kind == "image":
+        detail = _str(d, "detail", path)
+        if detail not in (None, "low", "high", "auto"):
+            raise _fail(f"{path}.detail", f"expected low, high or auto, got {detail!r}")
+        fields["detail"] = detail
+    elif kind == "binary":
+        fields["filename"] = _str(d, "filename", path)
+    return cls(metadata=metadata, **fields)
+
+
+def _parts(d: dict[str, Any], path: str, *, required: bool = False) -> list[m.LMPart]:
+    return [part_from_json(p, f"{path}.parts[{i}]") for i, p in enumerate(_list(d, "parts", path, required=required))]
+
+
+_MESSAGE_KEYS = frozenset({"role", "parts", "name", "metadata"})
+_TOOL_KEYS = frozenset({"type", "name", "description", "parameters", "strict", "metadata", "provider_data"})
+_CONFIG_KEYS = frozenset(
+    {"temperature", "max_tokens", "top_p", "stop", "n", "logprobs", "response_format", "reasoning", "tool_choice"}
+    | {"cache", "prompt_cache", "extensions"}
+)
+_REQUEST_KEYS = frozenset({"model", "messages", "tools", "config", "metadata"})
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "input_audio_tokens",
+    "output_audio_tokens",
+)
+_OUTPUT_KEYS = frozenset({"parts", "finish_reason", "truncated", "logprobs", "provider_data", "metadata"})
+_RESPONSE_KEYS = frozenset(
+    {"model", "outputs", "usage", "cost", "cache_hit", "response_id", "provider_data", "metadata"}
+)
+_ENTRY_FIELDS = frozenset({"request", "response", "timestamp", "uuid", "model_type"})
+# LMHistoryEntry drops these derived keys on input (see its drop_derived_fields validator).
+_ENTRY_DERIVED = frozenset({"outputs", "usage", "cost", "model", "prompt", "messages", "kwargs", "response_model"})
+
+
+def message_from_json(value: Any, path: str) -> m.LMMessage:
+    """Turn one DSPy ``LMMessage`` dict into a model message."""
+    d = _obj(value, path)
+    _check_keys(d, _MESSAGE_KEYS, path, "a message")
+    return m.LMMessage(
+        role=_str(d, "role", path, required=True),
+        parts=_parts(d, path, required=True),
+        name=_str(d, "name", path),
+        metadata=_json_obj(d, "metadata", path),
+    )
+
+
+def _tool_spec(value: Any, path: str) -> m.LMToolSpec:
+    d = _obj(value, path)
+    _check_keys(d, _TOOL_KEYS, path, "a tool spec")
+    tool_type = _str(d, "type", path, default="function")
+    if tool_type != "function":
+        raise _fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
+    return m.LMToolSpec(
+        name=_str(d, "name", path, required=True),
+        description=_str(d, "description", path),
+        parameters=_json_obj(d, "parameters", path),
+        strict=_bool(d, "strict", path),
+        metadata=_json_obj(d, "metadata", path),
+        provider_data=_json_obj(d, "provider_data", path),
+    )
+
+
+def _sub(d: dict[str, Any], key: str, path: str, keys: frozenset[str]) -> dict[str, Any] | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    sub = _obj(value, f"{path}.{key}")
+    _check_keys(sub, keys, f"{path}.{key}", key.replace("_", " ") + " settings")
+    return sub
+
+
+def _config(value: Any, path: str) -> m.LMConfig:
+    if value is None:
+        return m.LMConfig()
+    d = _obj(value, path)
+    _check_keys(d, _CONFIG_KEYS, path, "a config")
+    config = m.LMConfig(
+        temperature=_float(d, "temperature", path),
+        max_tokens=_int(d, "max_tokens", path),
+        top_p=_float(d, "top_p", path),
+        n=_int(d, "n", path),
+        response_format=d.get("response_format"),
+        extensions=_json_obj(d, "extensions", path),
+    )
+    stop = d.get("stop")
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise _fail(f"{path}.stop", "expected a list of strings")
+    config.stop = stop
+    logprobs = d.get("logprobs")
+    if logprobs is not None and not isinstance(logprobs, (bool, int)):
+        raise _fail(f"{path}.logprobs", f"expected a boolean or an integer, got {_kind(logprobs)}")
+    config.logprobs = logprobs
+    if (r := _sub(d, "reasoning", path, frozenset({"effort", "max_tokens", "summary"}))) is not None:
+        p = f"{path}.reasoning"
+        config.reasoning = m.LMReasoningConfig(
+            effort=_str(r, "effort", p), max_tokens=_int(r, "max_tokens", p), summary=_str(r, "summary", p)
+        )
+    if (t := _sub(d, "tool_choice", path, frozenset({"mode", "allowed", "parallel"}))) is not None:
+        p = f"{path}.tool_choice"
+        mode = _str(t, "mode", p, default="auto")
+        if mode not in ("auto", "required", "none"):
+            raise _fail(f"{p}.mode", f"expected auto, required or none, got {mode!r}")
+        allowed = t.get("allowed")
+        if allowed is not None and not (isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)):
+            raise _fail(f"{p}.allowed", "expected a list of tool names")
+        config.tool_choice = m.LMToolChoice(mode=mode, allowed=allowed, parallel=_bool(t, "parallel", p))
+    if (c := _sub(d, "cache", path, frozenset({"enabled", "rollout_id"}))) is not None:
+        p = f"{path}.cache"
+        rollout_id = c.get("rollout_id")
+        if rollout_id is not None and (isinstance(rollout_id, bool) or not isinstance(rollout_id, (int, str))):
+            raise _fail(f"{p}.rollout_id", f"expected an integer or a string, got {_kind(rollout_id)}")
+        config.cache = m.LMCacheConfig(enabled=_bool(c, "enabled", p), rollout_id=rollout_id)
+    if (pc := _sub(d, "prompt_cache", path, frozenset({"enabled", "key"}))) is not None:
+        p = f"{path}.prompt_cache"
+        config.prompt_cache = m.LMPromptCacheConfig(enabled=_bool(pc, "enabled", p), key=_str(pc, "key", p))
+    return config
+
+
+def request_from_json(value: Any, path: str = "request") -> m.LMRequest:
+    """Turn a DSPy ``LMRequest`` dict into a model request."""
+    d = _obj(value, path)
+    _check_keys(d, _REQUEST_KEYS, path, "a request")
+    return m.LMRequest(
+        model=_str(d, "model", path, required=True),
+        messages=[message_from_json(x, f"{path}.messages[{i}]") for i, x in enumerate(_list(d, "messages", path, required=True))],
+        tools=[_tool_spec(x, f"{path}.tools[{i}]") for i, x in enumerate(_list(d, "tools", path))],
+        config=_config(d.get("config"), f"{path}.config"),
+        metadata=_json_obj(d, "metadata", path),
+    )
+
+
+def _usage(value: Any, path: str) -> m.LMUsage | None:
+    if value is None:
+        return None
+    d = _obj(value, path)
+    usage = m.LMUsage(**{key: _int(d, key, path) for key in _USAGE_FIELDS}, details=_json_obj(d, "details", path))
+    extras = {k: v for k, v in d.items() if k not in _USAGE_FIELDS and k != "details"}
+    if "metadata" in extras:
+        usage.metadata = extras.pop("metadata")
+    usage.extra_fields = extras
+    # The same alias filling as DSPy's LMUsage.fill_aliases, so sparse input reads as DSPy reads it.
+    if usage.input_tokens is None and usage.prompt_tokens is not None:
+        usage.input_tokens = usage.prompt_tokens
+    if usage.output_tokens is None and usage.completion_tokens is not None:
+        usage.output_tokens = usage.completion_tokens
+    if usage.prompt_tokens is None and usage.input_tokens is not None:
+        usage.prompt_tokens = usage.input_tokens
+    if usage.completion_tokens is None and usage.output_tokens is not None:
+        usage.completion_tokens = usage.output_tokens
+    if usage.total_tokens is None and usage.input_tokens is not None and usage.output_tokens is not None:
+        usage.total_tokens = usage.input_tokens + usage.output_tokens
+    return usage
+
+
+def response_from_json(value: Any, path: str = "response") -> m.LMResponse:
+    """Turn a DSPy ``LMResponse`` dict into a model response."""
+    d = _obj(value, path)
+    _check_keys(d, _RESPONSE_KEYS, path, "a response")
+    outputs = []
+    for i, raw in enumerate(_list(d, "outputs", path, required=True)):
+        p = f"{path}.outputs[{i}]"
+        o = _obj(raw, p)
+        _check_keys(o, _OUTPUT_KEYS, p, "an output")
+        outputs.append(
+            m.LMOutput(
+                parts=_parts(o, p),
+                finish_reason=_str(o, "finish_reason", p),
+                truncated=_bool(o, "truncated", p, default=False),
+                logprobs=o.get("logprobs"),
+                provider_data=_json_obj(o, "provider_data", p),
+                metadata=_json_obj(o, "metadata", p),
+            )
+        )
+    if not outputs:
+        raise _fail(f"{path}.outputs", "a response needs at least one output")
+    return m.LMResponse(
+        outputs=outputs,
+        model=_str(d, "model", path),
+        usage=_usage(d.get("usage"), f"{path}.usage"),
+        cost=_float(d, "cost", path),
+        cache_hit=_bool(d, "cache_hit", path, default=False),
+        response_id=_str(d, "response_id", path),
+        provider_data=_json_obj(d, "provider_data", path),
+        metadata=_json_obj(d, "metadata", path),
+    )
+
+
+def entry_from_json(value: Any, path: str = "") -> m.LMHistoryEntry:
+    """Turn a DSPy ``LMHistoryEntry`` dict into a model history entry."""
+    d = _obj(value, path or "entry")
+    prefix = f"{path}." if path else ""
+    p = path or "entry"
+    return m.LMHistoryEntry(
+        request=request_from_json(_required(d, "request", p), f"{prefix}request"),
+        response=response_from_json(_required(d, "response", p), f"{prefix}response"),
+        timestamp=_str(d, "timestamp", p, required=True),
+        uuid=_str(d, "uuid", p, required=True),
+        model_type=_str(d, "model_type", p),
+        extra_fields={k: v for k, v in d.items() if k not in _ENTRY_FIELDS and k not in _ENTRY_DERIVED},
+    )
+
+
+def _required(d: dict[str, Any], key: str, path: str) -> Any:
+    if d.get(key) is None:
+        raise _fail(f"{path}.{key}", "is required")
+    return d[key]
+
+
+def detect_kind(value: Any) -> m.SourceKind:
+    """Say which DSPy 3.3 object a JSON value is, or raise :class:`TraceInputError`."""
+    if isinstance(value, list):
+        return "lm_history"
+    if isinstance(value, dict):
+        if "request" in value and "response" in value:
+            return "lm_history_entry"
+        if "messages" in value and "model" in value:
+            return "lm_request"
+        if "outputs" in value:
+            return "lm_response"
+        keys = ", ".join(sorted(map(str, value))[:8]) or "none"
+        raise TraceInputError(
+            "not a DSPy 3.3 LMHistoryEntry (request, response, timestamp, uuid), LMRequest (model, messages) "
+            f"or LMResponse (outputs); its keys are: {keys}"
+        )
+    raise TraceInputError(f"expected a JSON object or a list of history entries, got {_kind(value)}")
+
+
+def trace_from_json(value: Any, *, source_index: int | None = None) -> m.Trace:
+    """Read one DSPy 3.3 JSON value (history entry, request, response, or list of entries) as a trace."""
+    kind = detect_kind(value)
+    if kind == "lm_history_entry":
+        return m.Trace(source_kind=kind, entries=[entry_from_json(value)], source_index=source_index)
+    if kind == "lm_history":
+        entries = [entry_from_json(e, f"[{i}]") for i, e in enumerate(value)]
+        return m.Trace(source_kind=kind, entries=entries, source_index=source_index)
+    if kind == "lm_request":
+        return m.Trace(source_kind=kind, request=request_from_json(value, "request"), source_index=source_index)
+    return m.Trace(source_kind=kind, response=response_from_json(value, "response"), source_index=source_index)
+
+
+# --- writing (the exact layout of DSPy 3.3's model_dump(mode="json")) ---------------------------------
+
+
+def part_to_json(part: m.LMPart) -> dict[str, Any]:
+    """Write a model part as DSPy 3.3 dumps it."""
+    kind = part.part_type
+    out: dict[str, Any] = {"type": kind, "metadata": part.metadata}
+    if kind == "text" or kind == "refusal":
+        out["text"] = part.text
+    elif kind == "tool_call":
+        out.update(id=part.call_id, name=part.name, args=part.args, provider_data=part.provider_data)
+    elif kind == "tool_result":
+        out.update(
+            call_id=part.call_id,
+            name=part.name,
+            content=[part_to_json(p) for p in part.content],
+            is_error=part.is_error,
+            provider_data=part.provider_data,
+        )
+    elif kind == "thinking":
+        out.update(text=part.text, redacted=part.redacted)
+    elif kind == "citation":
+        out.update(text=part.text, title=part.title, url=part.url)
+    else:
+        out.update(media_type=part.media_type, data=part.data, url=part.url, file_id=part.file_id, path=part.path)
+        if kind == "image":
+            out["detail"] = part.detail
+        elif kind == "binary":
+            out["filename"] = part.filename
+        elif kind == "document":
+            out.update(source=part.source, citations=part.citations, title=part.title, context=part.context)
+    return out
+
+
+def _dump(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in names}
+
+
+def request_to_json(request: m.LMRequest) -> dict[str, Any]:
+    """Write a model request as DSPy 3.3 dumps it."""
+    c = request.config
+    config = _dump(c, ("temperature", "max_tokens", "top_p", "stop", "n", "logprobs", "response_format"))
+    config["reasoning"] = None if c.reasoning is None else _dump(c.reasoning, ("effort", "max_tokens", "summary"))
+    config["tool_choice"] = None if c.tool_choice is None else _dump(c.tool_choice, ("mode", "allowed", "parallel"))
+    config["cache"] = None if c.cache is None else _dump(c.cache, ("enabled", "rollout_id"))
+    config["prompt_cache"] = None if c.prompt_cache is None else _dump(c.prompt_cache, ("enabled", "key"))
+    config["extensions"] = c.extensions
+    return {
+        "model": request.model,
+        "messages": [
+            {"role": msg.role, "parts": [part_to_json(p) for p in msg.parts], "name": msg.name, "metadata": msg.metadata}
+            for msg in request.messages
+        ],
+        "tools": [
+            {
+                "type": t.tool_type,
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "strict": t.strict,
+                "metadata": t.metadata,
+                "provider_data": t.provider_data,
+            }
+            for t in request.tools
+        ],
+        "config": config,
+        "metadata": request.metadata,
+    }
+
+
+def response_to_json(response: m.LMResponse) -> dict[str, Any]:
+    """Write a model response as DSPy 3.3 dumps it."""
+    usage = None
+    if (u := response.usage) is not None:
+        usage = _dump(u, _USAGE_FIELDS)
+        usage["details"] = u.details
+        if u.metadata is not None:
+            usage["metadata"] = u.metadata
+        usage.update(u.extra_fields)
+    return {
+        "model": response.model,
+        "outputs": [
+            {
+                "parts": [part_to_json(p) for p in o.parts],
+                "finish_reason": o.finish_reason,
+                "truncated": o.truncated,
+                "logprobs": o.logprobs,
+                "provider_data": o.provider_data,
+                "metadata": o.metadata,
+            }
+            for o in response.outputs
+        ],
+        "usage": usage,
+        "cost": response.cost,
+        "cache_hit": response.cache_hit,
+        "response_id": response.response_id,
+        "provider_data": response.provider_data,
+        "metadata": response.metadata,
+    }
+
+
+def entry_to_json(entry: m.LMHistoryEntry) -> dict[str, Any]:
+    """Write a model history entry as DSPy 3.3 dumps it."""
+    return {
+        "request": request_to_json(entry.request),
+        "response": response_to_json(entry.response),
+        "timestamp": entry.timestamp,
+        "uuid": entry.uuid,
+        "model_type": entry.model_type,
+        **entry.extra_fields,
+    }
+
+
+def trace_to_json(trace: m.Trace) -> Any:
+    """Write a trace back as the DSPy 3.3 JSON it was read from (same kind of object, same fields)."""
+    kind = trace.source_kind
+    if kind == "lm_history_entry":
+        return entry_to_json(trace.entries[0])
+    if kind == "lm_history":
+        return [entry_to_json(e) for e in trace.entries]
+    if kind == "lm_request":
+        return request_to_json(trace.request)
+    return response_to_json(trace.response)
+
+
+# --- live DSPy objects -----------------------------------------------------------------------------------
+
+
+def trace_from_dspy(obj: Any) -> m.Trace:
+    """Read a DSPy 3.3 ``LMHistoryEntry``, ``LMRequest``, ``LMResponse`` or a list of entries as a trace."""
+    if isinstance(obj, (list, tuple)):
+        return trace_from_json([_dump_dspy(e) for e in obj])
+    return trace_from_json(_dump_dspy(obj))
+
+
+def _dump_dspy(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return obj
+    raise TraceInputError(f"expected a DSPy LMHistoryEntry, LMRequest or LMResponse, got {type(obj).__name__}")
+
+
+def trace_to_dspy(trace: m.Trace) -> Any:
+    """Build the DSPy 3.3 object(s) a trace holds (requires ``dspy>=3.3``)."""
+    try:
+        from dspy.core.types import LMHistoryEntry, LMRequest, LMResponse
+    except ImportError as exc:  # pragma: no cover - exercised only without dspy
+        raise ImportError("trace_to_dspy needs DSPy 3.3: pip install 'dspy-rdf[dspy]'") from exc
+    data = trace_to_json(trace)
+    if trace.source_kind == "lm_history":
+        return [LMHistoryEntry.model_validate(e) for e in data]
+    cls = {"lm_history_entry": LMHistoryEntry, "lm_request": LMRequest, "lm_response": LMResponse}[trace.source_kind]
+    return cls.model_validate(data)

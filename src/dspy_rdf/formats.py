@@ -1,0 +1,106 @@
+"""RDF formats: writing traces in each format, and reading any of them back as traces."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyoxigraph as ox
+
+from dspy_rdf import model as m
+from dspy_rdf import vocab as v
+from dspy_rdf.errors import RdfInputError
+from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.reader import traces_from_quads
+from dspy_rdf.resources import jsonld_context_path
+from dspy_rdf.writer import trace_lines
+
+__all__ = ["RdfFormat", "parse_traces", "serialize_traces"]
+
+
+class RdfFormat(enum.Enum):
+    """Output formats, by the name the CLI takes (``--format``)."""
+
+    TURTLE = "ttl"
+    N_TRIPLES = "nt"
+    N_QUADS = "nq"
+    TRIG = "trig"
+    JSON_LD = "jsonld"
+
+    @property
+    def has_graphs(self) -> bool:
+        """Whether the format keeps one named graph per trace."""
+        return self in (RdfFormat.N_QUADS, RdfFormat.TRIG, RdfFormat.JSON_LD)
+
+    @classmethod
+    def from_path(cls, path: Path) -> RdfFormat:
+        """Guess a format from a file name extension, or raise ``ValueError`` listing the known ones."""
+        suffix = path.suffix.lstrip(".").lower()
+        aliases = {"turtle": "ttl", "nquads": "nq", "ntriples": "nt", "json": "jsonld"}
+        try:
+            return cls(aliases.get(suffix, suffix))
+        except ValueError:
+            known = ", ".join(f".{f.value}" for f in cls)
+            raise ValueError(f"cannot tell the RDF format of {path} from its extension; use one of {known}") from None
+
+
+_OX_FORMAT = {
+    RdfFormat.TURTLE: ox.RdfFormat.TURTLE,
+    RdfFormat.N_TRIPLES: ox.RdfFormat.N_TRIPLES,
+    RdfFormat.N_QUADS: ox.RdfFormat.N_QUADS,
+    RdfFormat.TRIG: ox.RdfFormat.TRIG,
+    RdfFormat.JSON_LD: ox.RdfFormat.JSON_LD,
+}
+
+
+def serialize_traces(traces: Iterable[m.Trace], format: RdfFormat = RdfFormat.N_QUADS, *, base: str = DEFAULT_BASE) -> bytes:
+    """Serialize traces in ``format``; formats with graphs put each trace in the named graph of its IRI."""
+    check_base(base)
+    text = "".join(line for trace in traces for line in trace_lines(trace, base=base, graph=format.has_graphs)[1])
+    if format in (RdfFormat.N_QUADS, RdfFormat.N_TRIPLES):
+        return text.encode("utf-8")
+    if format is RdfFormat.JSON_LD:
+        return _to_jsonld(text)
+    syntax = ox.RdfFormat.N_QUADS if format.has_graphs else ox.RdfFormat.N_TRIPLES
+    parsed = ox.parse(text.encode("utf-8"), syntax)
+    return ox.serialize(parsed, format=_OX_FORMAT[format], prefixes=v.PREFIXES)
+
+
+def _to_jsonld(nquads: str) -> bytes:
+    """JSON-LD compacted with the LinkML-generated context (rdflib does the compaction)."""
+    import rdflib
+
+    dataset = rdflib.Dataset()
+    for q in ox.parse(nquads.encode("utf-8"), ox.RdfFormat.N_QUADS):
+        graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
+        graph.add((_rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), _rdflib_term(q.object)))
+    context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]
+    return dataset.serialize(format="json-ld", context=context, auto_compact=True).encode("utf-8")
+
+
+def _rdflib_term(term: ox.NamedNode | ox.Literal):
+    import rdflib
+
+    if isinstance(term, ox.NamedNode):
+        return rdflib.URIRef(term.value)
+    if term.datatype.value == v.XSD_STRING:
+        return rdflib.Literal(term.value)
+    return rdflib.Literal(term.value, datatype=rdflib.URIRef(term.datatype.value))
+
+
+def parse_traces(data: bytes | Path, format: RdfFormat | None = None, *, source: str | None = None) -> list[tuple[str, m.Trace]]:
+    """Read traces back from RDF in any supported format; return ``(trace IRI, trace)`` pairs."""
+    if isinstance(data, Path):
+        source = source or str(data)
+        format = format or RdfFormat.from_path(data)
+        data = data.read_bytes()
+    source = source or "<input>"
+    if format is None:
+        raise ValueError("parse_traces needs a format when given bytes")
+    try:
+        quads = list(ox.parse(data, _OX_FORMAT[format]))
+    except SyntaxError as exc:
+        raise RdfInputError(f"not valid {format.value}: {exc}", source=source) from None
+    return traces_from_quads(quads, source=source)

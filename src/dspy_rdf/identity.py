@@ -1,0 +1,63 @@
+"""Deterministic identity of traces: canonical JSON, trace keys and trace IRIs.
+
+A trace's key is ``sha256-`` followed by the first 32 hex digits of the SHA-256 of the canonical JSON of the
+trace as DSPy 3.3 writes it (:func:`dspy_rdf.dspy33.trace_to_json`), prefixed by its source kind. The
+algorithm is tagged in the key (``sha256-``) so that a later change of algorithm gives keys that cannot be
+mistaken for these; :func:`verify_trace_iri` recomputes a key. Every other node's IRI is the trace IRI
+followed by the node's path (``/entry/0/request/message/1/part/0``): no text from the trace ever reaches an
+IRI, so any input is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from dspy_rdf.model import Trace
+
+__all__ = ["DEFAULT_BASE", "KEY_PREFIX", "canonical_json", "check_base", "trace_iri", "trace_key", "verify_trace_iri"]
+
+DEFAULT_BASE = "urn:dspy-rdf:trace:"
+"""Default prefix of trace IRIs; pass ``base=`` (or ``--base``) to put traces under your own namespace."""
+
+KEY_PREFIX = "sha256-"
+_KEY_HEX_DIGITS = 32
+
+# An absolute IRI (scheme ":" ...) without the characters N-Quads forbids inside <...>.
+_BASE_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20<>\"{}|^`\\]*\Z")
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize a JSON value canonically: sorted keys, no insignificant white space, UTF-8 text kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def trace_key(trace: Trace) -> str:
+    """Return the content key of a trace (``sha256-`` + 32 hex digits); the source index is not part of it."""
+    from dspy_rdf.dspy33 import trace_to_json
+
+    payload = trace.source_kind + "\n" + canonical_json(trace_to_json(trace))
+    digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    return KEY_PREFIX + digest[:_KEY_HEX_DIGITS]
+
+
+def check_base(base: str) -> str:
+    """Return ``base`` if it can prefix trace IRIs, else raise ``ValueError`` saying why."""
+    if not _BASE_RE.match(base):
+        raise ValueError(
+            f"base IRI {base!r} is not an absolute IRI usable as a prefix "
+            "(it needs a scheme such as https: or urn:, and no spaces, quotes, <, >, {, }, |, ^, ` or backslash)"
+        )
+    return base
+
+
+def trace_iri(trace: Trace, *, base: str = DEFAULT_BASE) -> str:
+    """Return the IRI of a trace: ``base`` followed by its content key."""
+    return base + trace_key(trace)
+
+
+def verify_trace_iri(trace: Trace, iri: str, *, base: str = DEFAULT_BASE) -> bool:
+    """Recompute a trace's key and say whether ``iri`` is the IRI it should have under ``base``."""
+    return iri == trace_iri(trace, base=base)

@@ -1,0 +1,421 @@
+"""The canonical in-memory model of a DSPy trace.
+
+One dataclass per class of ``schema/dspy.yaml``, one field per slot, with the schema's names (``call_id``
+where DSPy says ``id``, ``part_type`` where DSPy says ``type``). The classes hold pure values: node
+identity (IRIs, graph names) is minted by :mod:`dspy_rdf.mapping`, and ``position`` is the index of an item
+in its list, so neither appears here. ``tests/test_model_schema.py`` proves that these classes and the
+schema agree slot by slot.
+
+JSON-valued slots (range ``Any`` in the schema) hold plain JSON values; an empty dict is the same as
+absent, as in DSPy, where those fields default to ``{}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Union
+
+JSONValue = Any
+JSONObject = dict[str, Any]
+
+PART_TYPES = (
+    "text",
+    "image",
+    "audio",
+    "video",
+    "document",
+    "binary",
+    "tool_call",
+    "tool_result",
+    "thinking",
+    "citation",
+    "refusal",
+)
+"""Every part kind, in the order of the schema's ``LMPartType`` enum."""
+
+
+@dataclass(slots=True, kw_only=True)
+class LMTextPart:
+    """Text content."""
+
+    part_type: ClassVar[str] = "text"
+    text: str
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMImagePart:
+    """Image content from exactly one of data, url, file_id or path."""
+
+    part_type: ClassVar[str] = "image"
+    media_type: str = "image/png"
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    path: str | None = None
+    detail: Literal["low", "high", "auto"] | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMAudioPart:
+    """Audio content from exactly one of data, url, file_id or path."""
+
+    part_type: ClassVar[str] = "audio"
+    media_type: str = "audio/wav"
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    path: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMVideoPart:
+    """Video content from exactly one of data, url, file_id or path."""
+
+    part_type: ClassVar[str] = "video"
+    media_type: str = "video/mp4"
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    path: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMDocumentPart:
+    """Document content: one media source, or a provider-shaped ``source`` object."""
+
+    part_type: ClassVar[str] = "document"
+    media_type: str = "application/pdf"
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    path: str | None = None
+    source: JSONObject | None = None
+    citations: JSONObject = field(default_factory=dict)
+    title: str | None = None
+    context: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMBinaryPart:
+    """Opaque binary content from exactly one of data, url, file_id or path."""
+
+    part_type: ClassVar[str] = "binary"
+    media_type: str = "application/octet-stream"
+    data: str | None = None
+    url: str | None = None
+    file_id: str | None = None
+    path: str | None = None
+    filename: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMToolCallPart:
+    """A model request to call a tool; ``call_id`` is DSPy's ``id``."""
+
+    part_type: ClassVar[str] = "tool_call"
+    name: str
+    call_id: str | None = None
+    args: JSONObject = field(default_factory=dict)
+    provider_data: JSONObject = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMToolResultPart:
+    """A tool execution result sent back to a model."""
+
+    part_type: ClassVar[str] = "tool_result"
+    call_id: str | None = None
+    name: str | None = None
+    content: list[LMPart] = field(default_factory=list)
+    is_error: bool = False
+    provider_data: JSONObject = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMThinkingPart:
+    """Reasoning or thinking content returned by a model."""
+
+    part_type: ClassVar[str] = "thinking"
+    text: str
+    redacted: bool = False
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMCitationPart:
+    """A source citation returned by a model."""
+
+    part_type: ClassVar[str] = "citation"
+    text: str | None = None
+    title: str | None = None
+    url: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMRefusalPart:
+    """A model refusal."""
+
+    part_type: ClassVar[str] = "refusal"
+    text: str
+    metadata: JSONObject = field(default_factory=dict)
+
+
+LMPart = Union[
+    LMTextPart,
+    LMImagePart,
+    LMAudioPart,
+    LMVideoPart,
+    LMDocumentPart,
+    LMBinaryPart,
+    LMToolCallPart,
+    LMToolResultPart,
+    LMThinkingPart,
+    LMCitationPart,
+    LMRefusalPart,
+]
+
+PART_CLASSES: dict[str, type] = {
+    cls.part_type: cls
+    for cls in (
+        LMTextPart,
+        LMImagePart,
+        LMAudioPart,
+        LMVideoPart,
+        LMDocumentPart,
+        LMBinaryPart,
+        LMToolCallPart,
+        LMToolResultPart,
+        LMThinkingPart,
+        LMCitationPart,
+        LMRefusalPart,
+    )
+}
+"""Part class by its ``part_type`` tag."""
+
+
+@dataclass(slots=True, kw_only=True)
+class LMMessage:
+    """A role-attributed sequence of parts."""
+
+    role: str
+    parts: list[LMPart] = field(default_factory=list)
+    name: str | None = None
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMToolSpec:
+    """A tool offered to the model; ``tool_type`` is DSPy's ``type``."""
+
+    name: str
+    tool_type: str = "function"
+    description: str | None = None
+    parameters: JSONObject = field(default_factory=dict)
+    strict: bool | None = None
+    metadata: JSONObject = field(default_factory=dict)
+    provider_data: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMReasoningConfig:
+    """Reasoning controls."""
+
+    effort: str | None = None
+    max_tokens: int | None = None
+    summary: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class LMToolChoice:
+    """Tool-choice controls."""
+
+    mode: Literal["auto", "required", "none"] = "auto"
+    allowed: list[str] | None = None
+    parallel: bool | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class LMCacheConfig:
+    """DSPy memoization cache controls."""
+
+    enabled: bool | None = None
+    rollout_id: int | str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class LMPromptCacheConfig:
+    """Provider-side prompt cache controls."""
+
+    enabled: bool | None = None
+    key: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class LMConfig:
+    """Generation controls of a request."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    n: int | None = None
+    logprobs: bool | int | None = None
+    response_format: JSONValue | None = None
+    reasoning: LMReasoningConfig | None = None
+    tool_choice: LMToolChoice | None = None
+    cache: LMCacheConfig | None = None
+    prompt_cache: LMPromptCacheConfig | None = None
+    extensions: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMRequest:
+    """A normalized LM request."""
+
+    model: str
+    messages: list[LMMessage] = field(default_factory=list)
+    tools: list[LMToolSpec] = field(default_factory=list)
+    config: LMConfig = field(default_factory=LMConfig)
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMUsage:
+    """Token usage; ``extra_fields`` keeps fields DSPy's ``LMUsage`` accepted as extras."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    input_audio_tokens: int | None = None
+    output_audio_tokens: int | None = None
+    details: JSONObject = field(default_factory=dict)
+    metadata: JSONValue | None = None
+    extra_fields: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMOutput:
+    """One generated candidate."""
+
+    parts: list[LMPart] = field(default_factory=list)
+    finish_reason: str | None = None
+    truncated: bool = False
+    logprobs: JSONValue | None = None
+    provider_data: JSONObject = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMResponse:
+    """The normalized result of one LM request."""
+
+    outputs: list[LMOutput]
+    model: str | None = None
+    usage: LMUsage | None = None
+    cost: float | None = None
+    cache_hit: bool = False
+    response_id: str | None = None
+    provider_data: JSONObject = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMHistoryEntry:
+    """One LM call as recorded in ``lm.history``."""
+
+    request: LMRequest
+    response: LMResponse
+    timestamp: str
+    uuid: str
+    model_type: str | None = None
+    extra_fields: JSONObject = field(default_factory=dict)
+
+
+SourceKind = Literal["lm_history_entry", "lm_history", "lm_request", "lm_response"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Trace:
+    """The unit of export and storage: what one DSPy object (or one history list) holds.
+
+    Exactly one of ``entries`` (for ``lm_history_entry`` and ``lm_history``), ``request`` or ``response``
+    carries the content, as ``source_kind`` says.
+    """
+
+    source_kind: SourceKind
+    entries: list[LMHistoryEntry] = field(default_factory=list)
+    request: LMRequest | None = None
+    response: LMResponse | None = None
+    source_index: int | None = None
+
+
+# --- Tool execution (dspy.Tool, dspy.ToolCalls, dspy.Citations) -----------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class Tool:
+    """A Python function exposed as a tool (``dspy.Tool``)."""
+
+    name: str
+    description: str | None = None
+    args: JSONObject = field(default_factory=dict)
+    arg_types: JSONObject = field(default_factory=dict)
+    arg_desc: JSONObject = field(default_factory=dict)
+    has_kwargs: bool | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCall:
+    """One tool execution as requested."""
+
+    name: str
+    call_id: str | None = None
+    args: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResult:
+    """The outcome of one tool execution."""
+
+    name: str | None = None
+    call_id: str | None = None
+    result: JSONValue | None = None
+    is_error: bool | None = None
+    error: str | None = None
+    provider_data: JSONObject = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCalls:
+    """The value of a ``dspy.ToolCalls`` output."""
+
+    tool_calls: list[LMToolCallPart] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class Citation:
+    """One citation of ``dspy.Citations``."""
+
+    cited_text: str
+    document_index: int
+    start_char_index: int
+    end_char_index: int
+    citation_type: str | None = None
+    document_title: str | None = None
+    supported_text: str | None = None
+    metadata: JSONObject = field(default_factory=dict)

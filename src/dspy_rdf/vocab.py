@@ -1,0 +1,40 @@
+"""IRIs of the ``dspy:`` vocabulary and of the standard terms the mapping uses."""
+
+from __future__ import annotations
+
+DSPY = "https://w3id.org/lmodel/dspy/"
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+DCTERMS = "http://purl.org/dc/terms/"
+
+RDF_TYPE = RDF + "type"
+RDF_JSON = RDF + "JSON"
+XSD_STRING = XSD + "string"
+XSD_INTEGER = XSD + "integer"
+XSD_DOUBLE = XSD + "double"
+XSD_BOOLEAN = XSD + "boolean"
+XSD_DATETIME = XSD + "dateTime"
+XSD_ANYURI = XSD + "anyURI"
+
+# Slots whose schema slot_uri is not dspy:<slot name>.
+SLOT_URIS = {"name": RDFS + "label", "description": DCTERMS + "description"}
+
+PREFIXES = {
+    "dspy": DSPY,
+    "rdf": RDF,
+    "rdfs": RDFS,
+    "xsd": XSD,
+    "dcterms": DCTERMS,
+}
+"""Prefixes written into Turtle, TriG and JSON-LD output."""
+
+
+def slot_iri(slot: str) -> str:
+    """IRI of the property for a schema slot."""
+    return SLOT_URIS.get(slot, DSPY + slot)
+
+
+def class_iri(cls: str) -> str:
+    """IRI of a schema class."""
+    return DSPY + cls

@@ -1,0 +1,373 @@
+"""Model -> RDF: N-Quads text written directly from the canonical model.
+
+This is the hot path of every export, so it formats N-Quads lines with plain string operations instead of
+building rdflib or pyoxigraph terms (see ``bench/bench_mapping.py`` and ``docs/benchmarks.md``). Every other
+format is produced from this text by :mod:`dspy_rdf.formats`.
+
+Each node is typed with its most specific schema class; ``name`` is ``rdfs:label``; JSON-valued slots are one
+``rdf:JSON`` literal of canonical JSON; ordered items carry ``dspy:position``; a JSON object slot that is
+empty (DSPy's default) is left out, like any ``None`` value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from dspy_rdf import model as m
+from dspy_rdf import vocab as v
+from dspy_rdf.identity import DEFAULT_BASE, check_base, trace_key
+
+__all__ = ["trace_lines", "traces_to_nquads"]
+
+
+def _iri(value: str) -> str:
+    return f"<{value}>"
+
+
+_TYPE = _iri(v.RDF_TYPE)
+_JSON_DT = "^^" + _iri(v.RDF_JSON)
+_INT_DT = "^^" + _iri(v.XSD_INTEGER)
+_DOUBLE_DT = "^^" + _iri(v.XSD_DOUBLE)
+_DATETIME_DT = "^^" + _iri(v.XSD_DATETIME)
+_ANYURI_DT = "^^" + _iri(v.XSD_ANYURI)
+_TRUE = '"true"^^' + _iri(v.XSD_BOOLEAN)
+_FALSE = '"false"^^' + _iri(v.XSD_BOOLEAN)
+
+
+class _P:
+    """Predicate IRIs in N-Quads form, one attribute per slot."""
+
+    def __getattr__(self, slot: str) -> str:
+        value = _iri(v.slot_iri(slot))
+        setattr(self, slot, value)
+        return value
+
+
+P = _P()
+C = {name: _iri(v.class_iri(name)) for name in (
+    "Trace", "LMHistoryEntry", "LMRequest", "LMResponse", "LMMessage", "LMToolSpec", "LMConfig",
+    "LMReasoningConfig", "LMToolChoice", "LMCacheConfig", "LMPromptCacheConfig", "LMUsage", "LMOutput",
+    *(cls.__name__ for cls in m.PART_CLASSES.values()),
+)}
+_PART_TYPE_LITERAL = {kind: f'"{kind}"' for kind in m.PART_CLASSES}
+
+
+def _s(text: str) -> str:
+    """A plain string literal in N-Quads form."""
+    if '"' in text or "\\" in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{text}"'
+
+
+def _j(value: Any) -> str:
+    """An rdf:JSON literal of canonical JSON."""
+    return _s(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)) + _JSON_DT
+
+
+def _int(value: int) -> str:
+    return f'"{value}"' + _INT_DT
+
+
+def _double(value: float) -> str:
+    if math.isfinite(value):
+        return f'"{value!r}"' + _DOUBLE_DT
+    return ('"NaN"' if value != value else '"INF"' if value > 0 else '"-INF"') + _DOUBLE_DT
+
+
+class _Writer:
+    __slots__ = ("out", "tail")
+
+    def __init__(self, tail: str) -> None:
+        self.out: list[str] = []
+        self.tail = tail
+
+    # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
+
+    def trace(self, trace: m.Trace, iri: str) -> None:
+        add = self.out.append
+        t = self.tail
+        s = _iri(iri)
+        add(f"{s} {_TYPE} {C['Trace']}{t}")
+        add(f"{s} {P.source_kind} {_s(trace.source_kind)}{t}")
+        if trace.source_index is not None:
+            add(f"{s} {P.source_index} {_int(trace.source_index)}{t}")
+        for i, entry in enumerate(trace.entries):
+            child = f"{iri}/entry/{i}"
+            add(f"{s} {P.entries} <{child}>{t}")
+            self.entry(entry, child, i)
+        if trace.request is not None:
+            add(f"{s} {P.request} <{iri}/request>{t}")
+            self.request(trace.request, f"{iri}/request")
+        if trace.response is not None:
+            add(f"{s} {P.response} <{iri}/response>{t}")
+            self.response(trace.response, f"{iri}/response")
+
+    def entry(self, entry: m.LMHistoryEntry, iri: str, position: int) -> None:
+        add = self.out.append
+        t = self.tail
+        s = f"<{iri}>"
+        add(f"{s} {_TYPE} {C['LMHistoryEntry']}{t}")
+        add(f"{s} {P.position} {_int(position)}{t}")
+        add(f"{s} {P.request} <{iri}/request>{t}")
+        add(f"{s} {P.response} <{iri}/response>{t}")
+        add(f"{s} {P.timestamp} {_s(entry.timestamp)}{_DATETIME_DT}{t}")
+        add(f"{s} {P.uuid} {_s(entry.uuid)}{t}")
+        if entry.model_type is not None:
+            add(f"{s} {P.model_type} {_s(entry.model_type)}{t}")
+        if entry.extra_fields:
+            add(f"{s} {P.extra_fields} {_j(entry.extra_fields)}{t}")
+        self.request(entry.request, f"{iri}/request")
+        self.response(entry.response, f"{iri}/response")
+
+    def request(self, request: m.LMRequest, iri: str) -> None:
+        add = self.out.append
+        t = self.tail
+        s = f"<{iri}>"
+        add(f"{s} {_TYPE} {C['LMRequest']}{t}")
+        add(f"{s} {P.model} {_s(request.model)}{t}")
+        if request.metadata:
+            add(f"{s} {P.metadata} {_j(request.metadata)}{t}")
+        for i, message in enumerate(request.messages):
+            child = f"{iri}/message/{i}"
+            add(f"{s} {P.messages} <{child}>{t}")
+            ms = f"<{child}>"
+            add(f"{ms} {_TYPE} {C['LMMessage']}{t}")
+            add(f"{ms} {P.position} {_int(i)}{t}")
+            add(f"{ms} {P.role} {_s(message.role)}{t}")
+            if message.name is not None:
+                add(f"{ms} {P.name} {_s(message.name)}{t}")
+            if message.metadata:
+                add(f"{ms} {P.metadata} {_j(message.metadata)}{t}")
+            self.parts(message.parts, child, ms)
+        for i, tool in enumerate(request.tools):
+            child = f"{iri}/tool/{i}"
+            add(f"{s} {P.tools} <{child}>{t}")
+            ts = f"<{child}>"
+            add(f"{ts} {_TYPE} {C['LMToolSpec']}{t}")
+            add(f"{ts} {P.position} {_int(i)}{t}")
+            add(f"{ts} {P.tool_type} {_s(tool.tool_type)}{t}")
+            add(f"{ts} {P.name} {_s(tool.name)}{t}")
+            if tool.description is not None:
+                add(f"{ts} {P.description} {_s(tool.description)}{t}")
+            if tool.parameters:
+                add(f"{ts} {P.parameters} {_j(tool.parameters)}{t}")
+            if tool.strict is not None:
+                add(f"{ts} {P.strict} {_TRUE if tool.strict else _FALSE}{t}")
+            if tool.metadata:
+                add(f"{ts} {P.metadata} {_j(tool.metadata)}{t}")
+            if tool.provider_data:
+                add(f"{ts} {P.provider_data} {_j(tool.provider_data)}{t}")
+        self.config(request.config, f"{iri}/config", s)
+
+    def config(self, c: m.LMConfig, iri: str, parent: str) -> None:
+        lines = []
+        add = lines.append
+        t = self.tail
+        s = f"<{iri}>"
+        if c.temperature is not None:
+            add(f"{s} {P.temperature} {_double(c.temperature)}{t}")
+        if c.max_tokens is not None:
+            add(f"{s} {P.max_tokens} {_int(c.max_tokens)}{t}")
+        if c.top_p is not None:
+            add(f"{s} {P.top_p} {_double(c.top_p)}{t}")
+        if c.stop is not None:
+            add(f"{s} {P.stop} {_j(c.stop)}{t}")
+        if c.n is not None:
+            add(f"{s} {P.n} {_int(c.n)}{t}")
+        if c.logprobs is not None:
+            add(f"{s} {P.logprobs} {_j(c.logprobs)}{t}")
+        if c.response_format is not None:
+            add(f"{s} {P.response_format} {_j(c.response_format)}{t}")
+        if c.extensions:
+            add(f"{s} {P.extensions} {_j(c.extensions)}{t}")
+        if (r := c.reasoning) is not None:
+            rs = f"<{iri}/reasoning>"
+            add(f"{s} {P.reasoning} {rs}{t}")
+            add(f"{rs} {_TYPE} {C['LMReasoningConfig']}{t}")
+            if r.effort is not None:
+                add(f"{rs} {P.effort} {_s(r.effort)}{t}")
+            if r.max_tokens is not None:
+                add(f"{rs} {P.max_tokens} {_int(r.max_tokens)}{t}")
+            if r.summary is not None:
+                add(f"{rs} {P.summary} {_s(r.summary)}{t}")
+        if (tc := c.tool_choice) is not None:
+            cs = f"<{iri}/tool_choice>"
+            add(f"{s} {P.tool_choice} {cs}{t}")
+            add(f"{cs} {_TYPE} {C['LMToolChoice']}{t}")
+            add(f"{cs} {P.mode} {_s(tc.mode)}{t}")
+            if tc.allowed is not None:
+                add(f"{cs} {P.allowed} {_j(tc.allowed)}{t}")
+            if tc.parallel is not None:
+                add(f"{cs} {P.parallel} {_TRUE if tc.parallel else _FALSE}{t}")
+        if (cache := c.cache) is not None:
+            cs = f"<{iri}/cache>"
+            add(f"{s} {P.cache} {cs}{t}")
+            add(f"{cs} {_TYPE} {C['LMCacheConfig']}{t}")
+            if cache.enabled is not None:
+                add(f"{cs} {P.enabled} {_TRUE if cache.enabled else _FALSE}{t}")
+            if cache.rollout_id is not None:
+                add(f"{cs} {P.rollout_id} {_j(cache.rollout_id)}{t}")
+        if (pc := c.prompt_cache) is not None:
+            cs = f"<{iri}/prompt_cache>"
+            add(f"{s} {P.prompt_cache} {cs}{t}")
+            add(f"{cs} {_TYPE} {C['LMPromptCacheConfig']}{t}")
+            if pc.enabled is not None:
+                add(f"{cs} {P.enabled} {_TRUE if pc.enabled else _FALSE}{t}")
+            if pc.key is not None:
+                add(f"{cs} {P.key} {_s(pc.key)}{t}")
+        if lines:  # an all-default config is the same as no config, as in DSPy
+            out = self.out
+            out.append(f"{parent} {P.config} {s}{t}")
+            out.append(f"{s} {_TYPE} {C['LMConfig']}{t}")
+            out.extend(lines)
+
+    def response(self, r: m.LMResponse, iri: str) -> None:
+        add = self.out.append
+        t = self.tail
+        s = f"<{iri}>"
+        add(f"{s} {_TYPE} {C['LMResponse']}{t}")
+        if r.model is not None:
+            add(f"{s} {P.model} {_s(r.model)}{t}")
+        if r.cost is not None:
+            add(f"{s} {P.cost} {_double(r.cost)}{t}")
+        add(f"{s} {P.cache_hit} {_TRUE if r.cache_hit else _FALSE}{t}")
+        if r.response_id is not None:
+            add(f"{s} {P.response_id} {_s(r.response_id)}{t}")
+        if r.provider_data:
+            add(f"{s} {P.provider_data} {_j(r.provider_data)}{t}")
+        if r.metadata:
+            add(f"{s} {P.metadata} {_j(r.metadata)}{t}")
+        for i, output in enumerate(r.outputs):
+            child = f"{iri}/output/{i}"
+            os_ = f"<{child}>"
+            add(f"{s} {P.outputs} {os_}{t}")
+            add(f"{os_} {_TYPE} {C['LMOutput']}{t}")
+            add(f"{os_} {P.position} {_int(i)}{t}")
+            if output.finish_reason is not None:
+                add(f"{os_} {P.finish_reason} {_s(output.finish_reason)}{t}")
+            add(f"{os_} {P.truncated} {_TRUE if output.truncated else _FALSE}{t}")
+            if output.logprobs is not None:
+                add(f"{os_} {P.logprobs} {_j(output.logprobs)}{t}")
+            if output.provider_data:
+                add(f"{os_} {P.provider_data} {_j(output.provider_data)}{t}")
+            if output.metadata:
+                add(f"{os_} {P.metadata} {_j(output.metadata)}{t}")
+            self.parts(output.parts, child, os_)
+        if (u := r.usage) is not None:
+            us = f"<{iri}/usage>"
+            add(f"{s} {P.usage} {us}{t}")
+            add(f"{us} {_TYPE} {C['LMUsage']}{t}")
+            for name in _USAGE_INTS:
+                value = getattr(u, name)
+                if value is not None:
+                    add(f"{us} {getattr(P, name)} {_int(value)}{t}")
+            if u.details:
+                add(f"{us} {P.details} {_j(u.details)}{t}")
+            if u.metadata is not None:
+                add(f"{us} {P.metadata} {_j(u.metadata)}{t}")
+            if u.extra_fields:
+                add(f"{us} {P.extra_fields} {_j(u.extra_fields)}{t}")
+
+    def parts(self, parts: list[m.LMPart], iri: str, parent: str, slot: str = "parts", segment: str = "part") -> None:
+        add = self.out.append
+        t = self.tail
+        link = getattr(P, slot)
+        for i, part in enumerate(parts):
+            child = f"{iri}/{segment}/{i}"
+            s = f"<{child}>"
+            kind = part.part_type
+            add(f"{parent} {link} {s}{t}")
+            add(f"{s} {_TYPE} {C[type(part).__name__]}{t}")
+            add(f"{s} {P.part_type} {_PART_TYPE_LITERAL[kind]}{t}")
+            add(f"{s} {P.position} {_int(i)}{t}")
+            if part.metadata:
+                add(f"{s} {P.metadata} {_j(part.metadata)}{t}")
+            if kind == "text" or kind == "refusal":
+                add(f"{s} {P.text} {_s(part.text)}{t}")
+            elif kind == "tool_call":
+                add(f"{s} {P.name} {_s(part.name)}{t}")
+                if part.call_id is not None:
+                    add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
+                if part.args:
+                    add(f"{s} {P.args} {_j(part.args)}{t}")
+                if part.provider_data:
+                    add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
+            elif kind == "tool_result":
+                if part.call_id is not None:
+                    add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
+                if part.name is not None:
+                    add(f"{s} {P.name} {_s(part.name)}{t}")
+                add(f"{s} {P.is_error} {_TRUE if part.is_error else _FALSE}{t}")
+                if part.provider_data:
+                    add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
+                self.parts(part.content, child, s, "content", "content")
+            elif kind == "thinking":
+                add(f"{s} {P.text} {_s(part.text)}{t}")
+                add(f"{s} {P.redacted} {_TRUE if part.redacted else _FALSE}{t}")
+            elif kind == "citation":
+                if part.text is not None:
+                    add(f"{s} {P.text} {_s(part.text)}{t}")
+                if part.title is not None:
+                    add(f"{s} {P.title} {_s(part.title)}{t}")
+                if part.url is not None:
+                    add(f"{s} {P.url} {_s(part.url)}{_ANYURI_DT}{t}")
+            else:
+                add(f"{s} {P.media_type} {_s(part.media_type)}{t}")
+                if part.data is not None:
+                    add(f"{s} {P.data} {_s(part.data)}{t}")
+                if part.url is not None:
+                    add(f"{s} {P.url} {_s(part.url)}{_ANYURI_DT}{t}")
+                if part.file_id is not None:
+                    add(f"{s} {P.file_id} {_s(part.file_id)}{t}")
+                if part.path is not None:
+                    add(f"{s} {P.path} {_s(part.path)}{t}")
+                if kind == "image":
+                    if part.detail is not None:
+                        add(f"{s} {P.detail} {_s(part.detail)}{t}")
+                elif kind == "binary":
+                    if part.filename is not None:
+                        add(f"{s} {P.filename} {_s(part.filename)}{t}")
+                elif kind == "document":
+                    if part.source is not None:
+                        add(f"{s} {P.source} {_j(part.source)}{t}")
+                    if part.citations:
+                        add(f"{s} {P.citations} {_j(part.citations)}{t}")
+                    if part.title is not None:
+                        add(f"{s} {P.title} {_s(part.title)}{t}")
+                    if part.context is not None:
+                        add(f"{s} {P.context} {_s(part.context)}{t}")
+
+
+_USAGE_INTS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "input_audio_tokens",
+    "output_audio_tokens",
+)
+
+
+def trace_lines(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None) -> tuple[str, list[str]]:
+    """Write one trace as N-Quads lines (or N-Triples lines with ``graph=False``); return ``(trace IRI, lines)``.
+
+    With ``graph=True`` every quad is in the named graph whose name is the trace IRI. ``iri`` overrides the
+    content-derived trace IRI (used when reading back a graph whose IRI is already known).
+    """
+    if iri is None:
+        iri = check_base(base) + trace_key(trace)
+    writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
+    writer.trace(trace, iri)
+    return iri, writer.out
+
+
+def traces_to_nquads(traces: list[m.Trace], *, base: str = DEFAULT_BASE) -> str:
+    """Write traces as one N-Quads document, each trace in its own named graph."""
+    check_base(base)
+    return "".join(line for trace in traces for line in trace_lines(trace, base=base)[1])
