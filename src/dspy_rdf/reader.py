@@ -342,13 +342,13 @@ class _Graph:
             return cls(
                 text=self.string(iri, p, "text"),
                 title=self.string(iri, p, "title"),
-                url=self.literal(iri, p, "url", v.XSD_ANYURI),
+                url=self.string(iri, p, "url"),
                 metadata=metadata,
             )
         fields: dict[str, Any] = {
             "media_type": self.string(iri, p, "media_type", required=True),
             "data": self.string(iri, p, "data"),
-            "url": self.literal(iri, p, "url", v.XSD_ANYURI),
+            "url": self.string(iri, p, "url"),
             "file_id": self.string(iri, p, "file_id"),
             "path": self.string(iri, p, "path"),
         }

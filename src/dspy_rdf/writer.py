@@ -31,7 +31,6 @@ _JSON_DT = "^^" + _iri(v.RDF_JSON)
 _INT_DT = "^^" + _iri(v.XSD_INTEGER)
 _DOUBLE_DT = "^^" + _iri(v.XSD_DOUBLE)
 _DATETIME_DT = "^^" + _iri(v.XSD_DATETIME)
-_ANYURI_DT = "^^" + _iri(v.XSD_ANYURI)
 _TRUE = '"true"^^' + _iri(v.XSD_BOOLEAN)
 _FALSE = '"false"^^' + _iri(v.XSD_BOOLEAN)
 
@@ -312,13 +311,13 @@ class _Writer:
                 if part.title is not None:
                     add(f"{s} {P.title} {_s(part.title)}{t}")
                 if part.url is not None:
-                    add(f"{s} {P.url} {_s(part.url)}{_ANYURI_DT}{t}")
+                    add(f"{s} {P.url} {_s(part.url)}{t}")
             else:
                 add(f"{s} {P.media_type} {_s(part.media_type)}{t}")
                 if part.data is not None:
                     add(f"{s} {P.data} {_s(part.data)}{t}")
                 if part.url is not None:
-                    add(f"{s} {P.url} {_s(part.url)}{_ANYURI_DT}{t}")
+                    add(f"{s} {P.url} {_s(part.url)}{t}")
                 if part.file_id is not None:
                     add(f"{s} {P.file_id} {_s(part.file_id)}{t}")
                 if part.path is not None:

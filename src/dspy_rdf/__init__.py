@@ -1,0 +1,51 @@
+"""dspy-rdf: DSPy traces as linked data.
+
+Read DSPy 3.3 history entries, requests and responses into the canonical model, write them as RDF with the
+``dspy:`` vocabulary (``https://w3id.org/lmodel/dspy/``), read them back losslessly, and check them with the
+SHACL shapes generated from the LinkML schema.
+
+>>> from dspy_rdf import trace_from_json, serialize_traces, parse_traces, trace_to_json, RdfFormat
+>>> data = {"model": "m", "messages": [{"role": "user", "parts": [{"type": "text", "text": "Hi"}]}]}
+>>> trace = trace_from_json(data)
+>>> turtle = serialize_traces([trace], RdfFormat.TURTLE)
+>>> b'dspy:text "Hi"' in turtle
+True
+>>> [(iri, back)] = parse_traces(turtle, RdfFormat.TURTLE)
+>>> trace_to_json(back)["messages"][0]["parts"][0]["text"]
+'Hi'
+"""
+
+from dspy_rdf.dspy33 import trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
+from dspy_rdf.errors import DspyRdfError, RdfInputError, TraceInputError
+from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.identity import DEFAULT_BASE, canonical_json, trace_iri, trace_key, verify_trace_iri
+from dspy_rdf.inputs import InputItem, read_traces
+from dspy_rdf.model import Trace
+from dspy_rdf.validation import ValidationReport, Violation, validate_graph, validate_traces
+from dspy_rdf.writer import trace_lines
+
+__all__ = [
+    "DEFAULT_BASE",
+    "DspyRdfError",
+    "InputItem",
+    "RdfFormat",
+    "RdfInputError",
+    "Trace",
+    "TraceInputError",
+    "ValidationReport",
+    "Violation",
+    "canonical_json",
+    "parse_traces",
+    "read_traces",
+    "serialize_traces",
+    "trace_from_dspy",
+    "trace_from_json",
+    "trace_iri",
+    "trace_key",
+    "trace_lines",
+    "trace_to_dspy",
+    "trace_to_json",
+    "validate_graph",
+    "validate_traces",
+    "verify_trace_iri",
+]

@@ -1,0 +1,66 @@
+"""The main job on the embedded default: export the bundled real DSPy traces into an on-disk pyoxigraph store
+(one named graph per trace), validate them with the generated shapes, and print analytics from the
+``.rq`` queries shipped in :mod:`dspy_rdf.queries`.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import TextIO
+
+import pyoxigraph as ox
+
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.validation import validate_traces
+from dspy_rdf.writer import trace_lines
+
+__all__ = ["DEFAULT_STORE", "bundled_traces_path", "run_demo"]
+
+DEFAULT_STORE = Path(".dspy-rdf") / "store"
+
+
+def bundled_traces_path() -> Path:
+    """The JSON Lines file of real DSPy 3.3.1 traces that ships with the package."""
+    return Path(str(resources.files("dspy_rdf") / "examples" / "dspy33_traces.jsonl"))
+
+
+def _query_text(name: str) -> str:
+    return (resources.files("dspy_rdf") / "queries" / f"{name}.rq").read_text(encoding="utf-8")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(lines)
+
+
+def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
+    """Run the main job; return 0 when every trace was stored and conforms."""
+    store_path = store_path or Path(os.environ.get("DSPY_RDF_STORE", DEFAULT_STORE))
+    items = list(read_traces(bundled_traces_path()))
+    traces = [item.trace for item in items if item.trace is not None]
+    store_path.mkdir(parents=True, exist_ok=True)
+    store = ox.Store(str(store_path))
+    for trace in traces:
+        iri, lines = trace_lines(trace)
+        graph = ox.NamedNode(iri)
+        store.remove_graph(graph) if store.contains_named_graph(graph) else None
+        store.load("".join(lines).encode("utf-8"), ox.RdfFormat.N_QUADS)
+    store.flush()
+    print(f"exported {len(traces)} bundled DSPy 3.3.1 traces into {store_path} ({len(store)} quads in the store)", file=out)
+    report = validate_traces(traces)
+    print(f"SHACL: {'all traces conform' if report.conforms else report}", file=out)
+    for name, title in (
+        ("part_kinds", "Parts by kind"),
+        ("tool_calls_per_tool", "Tool calls per tool"),
+        ("tokens_per_model", "LM calls, tokens and cost per model"),
+    ):
+        solutions = store.query(_query_text(name))
+        header = [var.value for var in solutions.variables]
+        rows = [[("" if term is None else term.value) for term in solution] for solution in solutions]
+        print(f"\n{title}\n{_table(rows, header)}", file=out)
+    return 0 if report.conforms and len(traces) == len(items) else 1
