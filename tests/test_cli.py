@@ -1,0 +1,101 @@
+"""The dspy-rdf command: export, to-json, validate, demo, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import DATA, load
+from dspy_rdf.cli import main
+from dspy_rdf.demo import bundled_traces_path
+
+
+@pytest.mark.parametrize("fmt", ["ttl", "nt", "nq", "trig", "jsonld"])
+def test_export_then_to_json_gives_back_equal_json(tmp_path, fmt):
+    out = tmp_path / f"trace.{fmt}"
+    assert main(["export", str(DATA / "history_entry_all_parts.json"), "-o", str(out)]) == 0
+    back = tmp_path / "back.json"
+    assert main(["to-json", str(out), "-o", str(back)]) == 0
+    assert json.loads(back.read_text(encoding="utf-8")) == load("history_entry_all_parts.json")
+
+
+def test_a_jsonl_file_goes_back_to_the_same_lines(tmp_path):
+    out, back = tmp_path / "all.trig", tmp_path / "back.jsonl"
+    assert main(["export", str(bundled_traces_path()), "-o", str(out)]) == 0
+    assert main(["to-json", str(out), "-o", str(back)]) == 0
+    original = [json.loads(line) for line in bundled_traces_path().read_text(encoding="utf-8").splitlines()]
+    assert [json.loads(line) for line in back.read_text(encoding="utf-8").splitlines()] == original
+
+
+def test_a_bad_jsonl_line_is_named_skipped_and_reported_in_the_exit_code(tmp_path, capsys):
+    bad = tmp_path / "mixed.jsonl"
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()[:2]
+    broken = load("part_tool_call.json")
+    del broken["messages"][0]["parts"][0]["name"]
+    bad.write_text("\n".join([lines[0], json.dumps(broken), "{not json", lines[1]]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.nq"
+    assert main(["export", str(bad), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:2, field request.messages[0].parts[0].name: is required" in err
+    assert f"{bad}:3: not valid JSON" in err
+    assert out.read_text(encoding="utf-8").count("/Trace>") == 2
+    assert main(["export", str(bad), "-o", str(tmp_path / "strict.nq"), "--strict"]) == 2
+    assert not (tmp_path / "strict.nq").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["messages"][0]["parts"][0].update(type="hologram"), "field request.messages[0].parts[0].type: unknown part type 'hologram'"),
+        (lambda d: d["messages"][0]["parts"][0].update(args="x=1"), "field request.messages[0].parts[0].args: expected a JSON object, got a string"),
+        (lambda d: d["messages"][0]["parts"][0].update(surprise=1), "field request.messages[0].parts[0]: unknown field(s) surprise on a tool_call part"),
+        (lambda d: d.update(messages="hi"), "field request.messages: expected a list, got a string"),
+    ],
+    ids=["unknown part type", "wrong type", "unknown field", "not a list"],
+)
+def test_bad_input_gets_an_error_naming_file_and_field(tmp_path, capsys, change, message):
+    data = load("part_tool_call.json")
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["export", str(path), "-o", str(tmp_path / "out.ttl"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {path}, {message}" in err
+    assert "Traceback" not in err
+
+
+def test_an_existing_output_is_untouched_when_export_fails(tmp_path):
+    out = tmp_path / "out.ttl"
+    out.write_text("previous content", encoding="utf-8")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2", encoding="utf-8")
+    assert main(["export", str(bad), "-o", str(out), "--strict"]) == 2
+    assert out.read_text(encoding="utf-8") == "previous content"
+
+
+def test_validate_says_conforms_for_json_and_rdf(tmp_path, capsys):
+    ttl = tmp_path / "t.ttl"
+    main(["export", str(DATA / "response_all_parts.json"), "-o", str(ttl)])
+    assert main(["validate", str(DATA / "request_all_parts.json"), str(ttl)]) == 0
+    assert "conforms" in capsys.readouterr().out
+
+
+def test_broken_rdf_gets_a_located_error(tmp_path, capsys):
+    ttl = tmp_path / "t.ttl"
+    ttl.write_text("<a> <b> .", encoding="utf-8")
+    assert main(["to-json", str(ttl), "-o", str(tmp_path / "x.json")]) == 2
+    assert f"error: {ttl}: not valid ttl" in capsys.readouterr().err
+
+
+def test_the_demo_stores_validates_and_prints_analytics(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert main(["demo", "--store", str(store)]) == 0
+    assert main(["demo", "--store", str(store)]) == 0  # re-running replaces each trace's graph
+    out = capsys.readouterr().out
+    assert out.count("exported 9 bundled DSPy 3.3.1 traces") == 2
+    first, second = (int(part.split(" quads")[0].rsplit("(", 1)[1]) for part in out.split("exported")[1:])
+    assert first == second
+    assert "all traces conform" in out and "search web  4" in out
+    shutil.rmtree(store)
