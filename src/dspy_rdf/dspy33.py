@@ -197,18 +197,6 @@ _CONFIG_KEYS = frozenset(
     | {"cache", "prompt_cache", "extensions"}
 )
 _REQUEST_KEYS = frozenset({"model", "messages", "tools", "config", "metadata"})
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "input_audio_tokens",
-    "output_audio_tokens",
-)
 _OUTPUT_KEYS = frozenset({"parts", "finish_reason", "truncated", "logprobs", "provider_data", "metadata"})
 _RESPONSE_KEYS = frozenset(
     {"model", "outputs", "usage", "cost", "cache_hit", "response_id", "provider_data", "metadata"}
@@ -319,8 +307,8 @@ def _usage(value: Any, path: str) -> m.LMUsage | None:
     if value is None:
         return None
     d = _obj(value, path)
-    usage = m.LMUsage(**{key: _int(d, key, path) for key in _USAGE_FIELDS}, details=_json_obj(d, "details", path))
-    extras = {k: v for k, v in d.items() if k not in _USAGE_FIELDS and k != "details"}
+    usage = m.LMUsage(**{key: _int(d, key, path) for key in m.USAGE_TOKEN_FIELDS}, details=_json_obj(d, "details", path))
+    extras = {k: v for k, v in d.items() if k not in m.USAGE_TOKEN_FIELDS and k != "details"}
     if "metadata" in extras:
         usage.metadata = extras.pop("metadata")
     usage.extra_fields = extras
@@ -498,7 +486,7 @@ def response_to_json(response: m.LMResponse) -> dict[str, Any]:
     """Write a model response as DSPy 3.3 dumps it."""
     usage = None
     if (u := response.usage) is not None:
-        usage = _dump(u, _USAGE_FIELDS)
+        usage = _dump(u, m.USAGE_TOKEN_FIELDS)
         usage["details"] = u.details
         if u.metadata is not None:
             usage["metadata"] = u.metadata

@@ -15,6 +15,7 @@ from dspy_rdf.errors import RdfInputError
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.reader import traces_from_quads
 from dspy_rdf.resources import jsonld_context_path
+from dspy_rdf.validation import rdflib_term
 from dspy_rdf.writer import trace_lines
 
 __all__ = ["RdfFormat", "parse_traces", "serialize_traces"]
@@ -75,19 +76,9 @@ def _to_jsonld(nquads: str) -> bytes:
     dataset = rdflib.Dataset()
     for q in ox.parse(nquads.encode("utf-8"), ox.RdfFormat.N_QUADS):
         graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
-        graph.add((_rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), _rdflib_term(q.object)))
+        graph.add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
     context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]
     return dataset.serialize(format="json-ld", context=context, auto_compact=True).encode("utf-8")
-
-
-def _rdflib_term(term: ox.NamedNode | ox.Literal):
-    import rdflib
-
-    if isinstance(term, ox.NamedNode):
-        return rdflib.URIRef(term.value)
-    if term.datatype.value == v.XSD_STRING:
-        return rdflib.Literal(term.value)
-    return rdflib.Literal(term.value, datatype=rdflib.URIRef(term.datatype.value))
 
 
 def parse_traces(data: bytes | Path, format: RdfFormat | None = None, *, source: str | None = None) -> list[tuple[str, m.Trace]]:

@@ -288,6 +288,21 @@ class LMRequest:
     metadata: JSONObject = field(default_factory=dict)
 
 
+USAGE_TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "input_audio_tokens",
+    "output_audio_tokens",
+)
+"""The integer token counts of ``LMUsage``, in DSPy's field order."""
+
+
 @dataclass(slots=True, kw_only=True)
 class LMUsage:
     """Token usage; ``extra_fields`` keeps fields DSPy's ``LMUsage`` accepted as extras."""

@@ -288,7 +288,7 @@ class _Graph:
             up = self.node(u, "LMUsage")
             self.check_slots(u, up, _USAGE_SLOTS)
             usage = m.LMUsage(
-                **{name: self.integer(u, up, name) for name in _USAGE_INTS},
+                **{name: self.integer(u, up, name) for name in m.USAGE_TOKEN_FIELDS},
                 details=self.json(u, up, "details", default=dict),
                 metadata=self.json(u, up, "metadata"),
                 extra_fields=self.json(u, up, "extra_fields", default=dict),
@@ -366,18 +366,6 @@ class _Graph:
         return cls(metadata=metadata, **fields)
 
 
-_USAGE_INTS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "input_audio_tokens",
-    "output_audio_tokens",
-)
 _ENTRY_SLOTS = frozenset({"request", "response", "timestamp", "uuid", "model_type", "extra_fields", "position"})
 _TOOL_SLOTS = frozenset({"tool_type", "name", "description", "parameters", "strict", "metadata", "provider_data", "position"})
 _CONFIG_SLOTS = frozenset(
@@ -386,7 +374,7 @@ _CONFIG_SLOTS = frozenset(
 )
 _RESPONSE_SLOTS = frozenset({"model", "outputs", "usage", "cost", "cache_hit", "response_id", "provider_data", "metadata"})
 _OUTPUT_SLOTS = frozenset({"parts", "finish_reason", "truncated", "logprobs", "provider_data", "metadata", "position"})
-_USAGE_SLOTS = frozenset({*_USAGE_INTS, "details", "metadata", "extra_fields"})
+_USAGE_SLOTS = frozenset({*m.USAGE_TOKEN_FIELDS, "details", "metadata", "extra_fields"})
 _PART_COMMON = {"metadata", "part_type", "position"}
 _SOURCE = {"media_type", "data", "url", "file_id", "path"}
 _PART_SLOTS = {

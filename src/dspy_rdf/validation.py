@@ -64,7 +64,8 @@ def _shapes() -> tuple[rdflib.Graph, rdflib.Graph]:
     return shapes, classes
 
 
-def _rdflib_term(term: ox.NamedNode | ox.Literal | ox.BlankNode):
+def rdflib_term(term: ox.NamedNode | ox.Literal | ox.BlankNode) -> rdflib.term.Node:
+    """The rdflib term for a pyoxigraph term (xsd:string literals become plain literals)."""
     if isinstance(term, ox.NamedNode):
         return rdflib.URIRef(term.value)
     if isinstance(term, ox.BlankNode):
@@ -85,7 +86,7 @@ def graph_from_ntriples(text: str | bytes) -> rdflib.Graph:
     graph = rdflib.Graph()
     add = graph.add
     for q in ox.parse(data, ox.RdfFormat.N_QUADS):
-        add((_rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), _rdflib_term(q.object)))
+        add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
     return graph
 
 

@@ -258,7 +258,7 @@ class _Writer:
             us = f"<{iri}/usage>"
             add(f"{s} {P.usage} {us}{t}")
             add(f"{us} {_TYPE} {C['LMUsage']}{t}")
-            for name in _USAGE_INTS:
+            for name in m.USAGE_TOKEN_FIELDS:
                 value = getattr(u, name)
                 if value is not None:
                     add(f"{us} {getattr(P, name)} {_int(value)}{t}")
@@ -339,18 +339,6 @@ class _Writer:
                         add(f"{s} {P.context} {_s(part.context)}{t}")
 
 
-_USAGE_INTS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "input_audio_tokens",
-    "output_audio_tokens",
-)
 
 
 def trace_lines(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None) -> tuple[str, list[str]]:
