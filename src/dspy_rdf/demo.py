@@ -48,7 +48,8 @@ def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
     for trace in traces:
         iri, lines = trace_lines(trace)
         graph = ox.NamedNode(iri)
-        store.remove_graph(graph) if store.contains_named_graph(graph) else None
+        if store.contains_named_graph(graph):
+            store.remove_graph(graph)
         store.load("".join(lines).encode("utf-8"), ox.RdfFormat.N_QUADS)
     store.flush()
     print(f"exported {len(traces)} bundled DSPy 3.3.1 traces into {store_path} ({len(store)} quads in the store)", file=out)

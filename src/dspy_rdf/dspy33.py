@@ -149,7 +149,7 @@ def part_from_json(value: Any, path: str) -> m.LMPart:
             provider_data=_json_obj(d, "provider_data", path),
             metadata=metadata,
         )
-    if kind in ("thinking",):
+    if kind == "thinking":
         return m.LMThinkingPart(
             text=_str(d, "text", path, required=True), redacted=_bool(d, "redacted", path, default=False), metadata=metadata
         )
