@@ -28,3 +28,6 @@ def load(name: str):
 def fixture_json(request: pytest.FixtureRequest):
     """Each real DSPy 3.3.1 fixture file, as parsed JSON (one test case per file)."""
     return load(request.param)
+
+# The fixture scripts in tests/data/ run under their own DSPy versions; they are not tests.
+collect_ignore_glob = ["data/*.py"]

@@ -99,3 +99,42 @@ def test_the_demo_stores_validates_and_prints_analytics(tmp_path, capsys):
     assert first == second
     assert "all traces conform" in out and "search web  4" in out
     shutil.rmtree(store)
+
+
+def test_unrecognised_input_names_the_file_the_line_and_what_was_expected(tmp_path, capsys):
+    path = tmp_path / "odd.jsonl"
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()[:2]
+    path.write_text("\n".join([lines[0], json.dumps({"hello": "world"}), lines[1]]) + "\n", encoding="utf-8")
+    assert main(["export", str(path), "-o", str(tmp_path / "out.nq")]) == 1
+    err = capsys.readouterr().err
+    assert f"skipped {path}:2: cannot tell what DSPy object this is (a JSON object with keys hello)" in err
+    assert "expected a DSPy 3.3 LMHistoryEntry" in err and "dspy.ReAct trajectory" in err
+    assert (tmp_path / "out.nq").read_text(encoding="utf-8").count("/Trace>") == 2
+
+
+def test_from_forces_a_source_format_and_says_when_the_input_is_not_that(tmp_path, capsys):
+    out = tmp_path / "out.nq"
+    assert main(["export", str(DATA / "request_all_parts.json"), "-o", str(out), "--from", "dspy33"]) == 0
+    assert main(["export", str(DATA / "request_all_parts.json"), "-o", str(out), "--from", "react_trajectory", "--strict"]) == 2
+    assert "ReAct trajectory key" in capsys.readouterr().err
+    assert main(["export", str(DATA / "request_all_parts.json"), "-o", str(out), "--from", "lm15", "--strict"]) == 2
+    assert "field request: unknown field(s) metadata on an lm15 request" in capsys.readouterr().err
+    assert main(["export", str(DATA / "dspy341_react_trajectory.json"), "-o", str(out), "--from", "lm15", "--strict"]) == 2
+    assert "this is not a DSPy 3.4 lm15 Request, Response, Message or part (forced with --from lm15)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["ttl", "trig", "nq"])
+def test_a_large_jsonl_export_is_written_in_batches_that_read_back_whole(tmp_path, capsys, fmt):
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "many.jsonl"
+    path.write_text("\n".join(lines * 130) + "\n", encoding="utf-8")  # 1,170 traces: three batches of 500
+    out = tmp_path / f"many.{fmt}"
+    assert main(["export", str(path), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"wrote {len(set(lines))} trace(s)" in said
+    assert f"{len(lines) * 130 - len(set(lines))} duplicate(s) of a trace already written" in said
+    from dspy_rdf import RdfFormat, parse_traces
+
+    traces = parse_traces(out, RdfFormat(fmt))
+    # Identical lines are one trace (one IRI); each distinct trace comes back whole.
+    assert len(traces) == len(set(lines))

@@ -1,8 +1,10 @@
 """dspy-rdf: DSPy traces as linked data.
 
-Read DSPy 3.3 history entries, requests and responses into the canonical model, write them as RDF with the
-``dspy:`` vocabulary (``https://w3id.org/lmodel/dspy/``), read them back losslessly, and check them with the
-SHACL shapes generated from the LinkML schema.
+Read what DSPy records (DSPy 3.3 typed objects, DSPy 3.4 lm15 objects, ``lm.history`` dicts from DSPy 2.5 on,
+OpenAI chat payloads, ReAct trajectories, or whole program runs captured live with
+:class:`dspy_rdf.capture.TraceRecorder`) into one canonical model, write it as RDF with the ``dspy:`` vocabulary
+(``https://w3id.org/lmodel/dspy/``), read it back losslessly, and check it with the SHACL shapes generated from
+the LinkML schema.
 
 >>> from dspy_rdf import trace_from_json, serialize_traces, parse_traces, trace_to_json, RdfFormat
 >>> data = {"model": "m", "messages": [{"role": "user", "parts": [{"type": "text", "text": "Hi"}]}]}
@@ -15,12 +17,12 @@ True
 'Hi'
 """
 
-from dspy_rdf.dspy33 import trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
 from dspy_rdf.errors import DspyRdfError, RdfInputError, TraceInputError
-from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces, write_traces
 from dspy_rdf.identity import DEFAULT_BASE, canonical_json, trace_iri, trace_key, verify_trace_iri
 from dspy_rdf.inputs import InputItem, read_traces
-from dspy_rdf.model import Trace
+from dspy_rdf.model import SOURCE_FORMATS, SOURCE_KINDS, Trace
+from dspy_rdf.tracejson import detect_source, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
 from dspy_rdf.validation import ValidationReport, Violation, validate_graph, validate_traces
 from dspy_rdf.writer import trace_lines
 
@@ -30,11 +32,14 @@ __all__ = [
     "InputItem",
     "RdfFormat",
     "RdfInputError",
+    "SOURCE_FORMATS",
+    "SOURCE_KINDS",
     "Trace",
     "TraceInputError",
     "ValidationReport",
     "Violation",
     "canonical_json",
+    "detect_source",
     "parse_traces",
     "read_traces",
     "serialize_traces",
@@ -48,4 +53,5 @@ __all__ = [
     "validate_graph",
     "validate_traces",
     "verify_trace_iri",
+    "write_traces",
 ]

@@ -10,82 +10,117 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["main"]
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, so a failure never leaves half a file."""
+@contextmanager
+def _atomic_output(path: Path) -> Iterator[BinaryIO]:
+    """A binary handle on a temporary file that replaces ``path`` only if the block succeeds, so a failure never
+    leaves half a file and never touches an existing one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _read_inputs(files: list[Path], *, strict: bool) -> tuple[list, int]:
-    from dspy_rdf.inputs import read_traces
+@contextmanager
+def _progress(files: list[Path]) -> Iterator[Callable[[int], None] | None]:
+    """A byte-count progress bar on stderr when it is a terminal (and tqdm is installed); else nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        yield None
+        return
+    total = sum(path.stat().st_size for path in files if path.exists())
+    with tqdm(total=total, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
+        yield bar.update
 
-    traces, skipped = [], 0
-    for path in files:
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no such file")
-        for item in read_traces(path):
-            if item.error is not None:
-                if strict:
+
+class _Inputs:
+    """The traces of input files, streamed; bad inputs are reported on stderr and counted (or raised if strict)."""
+
+    def __init__(self, files: list[Path], args: argparse.Namespace, *, strict: bool) -> None:
+        for path in files:
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: no such file")
+        self.files = files
+        self.options = {"source_format": args.source_format, "model": args.fill_model, "timestamp": args.fill_timestamp}
+        self.strict = strict
+        self.skipped = 0
+        self.read = 0
+
+    def traces(self, progress: Callable[[int], None] | None = None) -> Iterator:
+        from dspy_rdf.inputs import read_traces
+
+        for path in self.files:
+            for item in read_traces(path, progress=progress, **self.options):
+                if item.error is None:
+                    self.read += 1
+                    yield item.trace
+                elif self.strict:
                     raise item.error
-                print(f"skipped {item.error}", file=sys.stderr)
-                skipped += 1
-            else:
-                traces.append(item.trace)
-    return traces, skipped
+                else:
+                    print(f"skipped {item.error}", file=sys.stderr)
+                    self.skipped += 1
 
 
 def _export(args: argparse.Namespace) -> int:
-    from dspy_rdf.formats import RdfFormat, serialize_traces
+    from dspy_rdf.formats import RdfFormat, write_traces
 
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
-    traces, skipped = _read_inputs(args.files, strict=args.strict)
-    _write_atomically(args.output, serialize_traces(traces, fmt, base=args.base))
-    print(f"wrote {len(traces)} trace(s) to {args.output} ({fmt.value})" + (f"; skipped {skipped}" if skipped else ""))
-    return 1 if skipped else 0
+    inputs = _Inputs(args.files, args, strict=args.strict)
+    with _progress(args.files) as progress, _atomic_output(args.output) as handle:
+        count = write_traces(inputs.traces(progress), handle, fmt, base=args.base)
+    notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
+    if inputs.read > count:
+        notes.append(f"{inputs.read - count} duplicate(s) of a trace already written")
+    print(f"wrote {count} trace(s) to {args.output} ({fmt.value})" + "".join(f"; {n}" for n in notes))
+    return 1 if inputs.skipped else 0
 
 
 def _to_json(args: argparse.Namespace) -> int:
-    from dspy_rdf.dspy33 import trace_to_json
     from dspy_rdf.formats import RdfFormat, parse_traces
+    from dspy_rdf.tracejson import trace_to_json
 
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.file)
     traces = [trace for _, trace in parse_traces(args.file, fmt)]
-    if len(traces) == 1 and args.output.suffix.lower() != ".jsonl":
-        text = json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = "".join(json.dumps(trace_to_json(t), ensure_ascii=False) + "\n" for t in traces)
-    _write_atomically(args.output, text.encode("utf-8"))
+    with _atomic_output(args.output) as handle:
+        if len(traces) == 1 and args.output.suffix.lower() != ".jsonl":
+            handle.write((json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        else:
+            for trace in traces:
+                handle.write((json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n").encode("utf-8"))
     print(f"wrote {len(traces)} trace(s) to {args.output}")
     return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
     from dspy_rdf.formats import RdfFormat, parse_traces
+    from dspy_rdf.inputs import JSONL_SUFFIXES
     from dspy_rdf.validation import validate_traces
 
-    traces, skipped = [], 0
+    json_files = [p for p in args.files if p.suffix.lower() in (".json", *JSONL_SUFFIXES)]
+    inputs = _Inputs(json_files, args, strict=False)
+    traces = list(inputs.traces())
     for path in args.files:
-        if path.suffix.lower() in (".json", ".jsonl", ".ndjson"):
-            more, bad = _read_inputs([path], strict=False)
-            traces += more
-            skipped += bad
-        else:
+        if path not in json_files:
             traces += [t for _, t in parse_traces(path, RdfFormat.from_path(path))]
     report = validate_traces(traces, base=args.base)
     print(f"{len(traces)} trace(s): {report}")
-    return 0 if report.conforms and not skipped else 1
+    return 0 if report.conforms and not inputs.skipped else 1
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -94,22 +129,34 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(store_path=args.store, out=sys.stdout)
 
 
+def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], from_help: str) -> None:
+    parser.add_argument("--from", dest="source_format", choices=source_formats, metavar="KIND", help=from_help)
+    fill = "for lm.history dicts from DSPy versions that do not record it (2.5.0-2.5.3, DummyLM up to 3.1)"
+    parser.add_argument("--fill-model", metavar="MODEL", help=f"model name {fill}")
+    parser.add_argument("--fill-timestamp", metavar="ISO_DATETIME", help=f"timestamp {fill}")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from dspy_rdf.identity import DEFAULT_BASE
+    from dspy_rdf.model import SOURCE_FORMATS
 
     parser = argparse.ArgumentParser(prog="dspy-rdf", description="DSPy traces as linked data (RDF, SHACL, SPARQL).")
     sub = parser.add_subparsers(dest="command", required=True)
     formats = ["ttl", "nt", "nq", "trig", "jsonld"]
 
-    export = sub.add_parser("export", help="convert DSPy 3.3 JSON/JSONL traces to RDF")
-    export.add_argument("files", nargs="+", type=Path, help="LMHistoryEntry/LMRequest/LMResponse JSON (.json) or JSON Lines (.jsonl)")
+    source_formats = list(SOURCE_FORMATS)
+    from_help = "read every input as this DSPy shape instead of detecting it: " + ", ".join(source_formats)
+
+    export = sub.add_parser("export", help="convert DSPy traces (JSON/JSONL of any supported shape) to RDF")
+    export.add_argument("files", nargs="+", type=Path, help="DSPy JSON (.json: one trace) or JSON Lines (.jsonl: one trace per line)")
+    _input_options(export, source_formats, from_help)
     export.add_argument("-o", "--output", type=Path, required=True, help="output file")
     export.add_argument("--format", choices=formats, help="RDF format (default: from the output file's extension)")
     export.add_argument("--base", default=DEFAULT_BASE, help=f"prefix of trace IRIs (default: {DEFAULT_BASE})")
     export.add_argument("--strict", action="store_true", help="stop at the first bad input instead of skipping it")
     export.set_defaults(run=_export)
 
-    to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to DSPy 3.3 JSON")
+    to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to JSON (DSPy 3.3 JSON for DSPy's objects)")
     to_json.add_argument("file", type=Path, help="RDF file (.ttl, .nt, .nq, .trig, .jsonld)")
     to_json.add_argument("-o", "--output", type=Path, required=True, help="output .json (one trace) or .jsonl")
     to_json.add_argument("--format", choices=formats, help="RDF format (default: from the file's extension)")
@@ -117,6 +164,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check traces (JSON, JSONL or RDF) against the SHACL shapes")
     validate.add_argument("files", nargs="+", type=Path)
+    _input_options(validate, source_formats, from_help)
     validate.add_argument("--base", default=DEFAULT_BASE, help="prefix of trace IRIs for JSON inputs")
     validate.set_defaults(run=_validate)
 

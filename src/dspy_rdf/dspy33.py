@@ -243,6 +243,18 @@ def _sub(d: dict[str, Any], key: str, path: str, keys: frozenset[str]) -> dict[s
     return sub
 
 
+def _stop(stop: Any, path: str, expected: str) -> list[str] | None:
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise _fail(path, expected)
+    return stop
+
+
+def _logprobs(logprobs: Any, path: str) -> bool | int | None:
+    if logprobs is not None and not isinstance(logprobs, (bool, int)):
+        raise _fail(path, f"expected a boolean or an integer, got {_kind(logprobs)}")
+    return logprobs
+
+
 def _config(value: Any, path: str) -> m.LMConfig:
     if value is None:
         return m.LMConfig()
@@ -256,14 +268,8 @@ def _config(value: Any, path: str) -> m.LMConfig:
         response_format=d.get("response_format"),
         extensions=_json_obj(d, "extensions", path),
     )
-    stop = d.get("stop")
-    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
-        raise _fail(f"{path}.stop", "expected a list of strings")
-    config.stop = stop
-    logprobs = d.get("logprobs")
-    if logprobs is not None and not isinstance(logprobs, (bool, int)):
-        raise _fail(f"{path}.logprobs", f"expected a boolean or an integer, got {_kind(logprobs)}")
-    config.logprobs = logprobs
+    config.stop = _stop(d.get("stop"), f"{path}.stop", "expected a list of strings")
+    config.logprobs = _logprobs(d.get("logprobs"), f"{path}.logprobs")
     if (r := _sub(d, "reasoning", path, frozenset({"effort", "max_tokens", "summary"}))) is not None:
         p = f"{path}.reasoning"
         config.reasoning = m.LMReasoningConfig(
@@ -391,16 +397,20 @@ def detect_kind(value: Any) -> m.SourceKind:
             return "lm_request"
         if "outputs" in value:
             return "lm_response"
+        if "role" in value and "parts" in value:
+            return "lm_message"
+        if value.get("type") in m.PART_CLASSES:
+            return "lm_part"
         keys = ", ".join(sorted(map(str, value))[:8]) or "none"
         raise TraceInputError(
-            "not a DSPy 3.3 LMHistoryEntry (request, response, timestamp, uuid), LMRequest (model, messages) "
-            f"or LMResponse (outputs); its keys are: {keys}"
+            "not a DSPy 3.3 LMHistoryEntry (request, response, timestamp, uuid), LMRequest (model, messages), "
+            f"LMResponse (outputs), LMMessage (role, parts) or LMPart (type); its keys are: {keys}"
         )
     raise TraceInputError(f"expected a JSON object or a list of history entries, got {_kind(value)}")
 
 
 def trace_from_json(value: Any, *, source_index: int | None = None) -> m.Trace:
-    """Read one DSPy 3.3 JSON value (history entry, request, response, or list of entries) as a trace."""
+    """Read one DSPy 3.3 JSON value (history entry, request, response, message, part, or list of entries) as a trace."""
     kind = detect_kind(value)
     if kind == "lm_history_entry":
         return m.Trace(source_kind=kind, entries=[entry_from_json(value)], source_index=source_index)
@@ -409,6 +419,10 @@ def trace_from_json(value: Any, *, source_index: int | None = None) -> m.Trace:
         return m.Trace(source_kind=kind, entries=entries, source_index=source_index)
     if kind == "lm_request":
         return m.Trace(source_kind=kind, request=request_from_json(value, "request"), source_index=source_index)
+    if kind == "lm_message":
+        return m.Trace(source_kind=kind, messages=[message_from_json(value, "message")], source_index=source_index)
+    if kind == "lm_part":
+        return m.Trace(source_kind=kind, parts=[part_from_json(value, "part")], source_index=source_index)
     return m.Trace(source_kind=kind, response=response_from_json(value, "response"), source_index=source_index)
 
 
@@ -450,6 +464,11 @@ def _dump(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
+def message_to_json(message: m.LMMessage) -> dict[str, Any]:
+    """Write a model message as DSPy 3.3 dumps it."""
+    return {"role": message.role, "parts": [part_to_json(p) for p in message.parts], "name": message.name, "metadata": message.metadata}
+
+
 def request_to_json(request: m.LMRequest) -> dict[str, Any]:
     """Write a model request as DSPy 3.3 dumps it."""
     c = request.config
@@ -461,10 +480,7 @@ def request_to_json(request: m.LMRequest) -> dict[str, Any]:
     config["extensions"] = c.extensions
     return {
         "model": request.model,
-        "messages": [
-            {"role": msg.role, "parts": [part_to_json(p) for p in msg.parts], "name": msg.name, "metadata": msg.metadata}
-            for msg in request.messages
-        ],
+        "messages": [message_to_json(msg) for msg in request.messages],
         "tools": [
             {
                 "type": t.tool_type,
@@ -534,7 +550,13 @@ def trace_to_json(trace: m.Trace) -> Any:
         return [entry_to_json(e) for e in trace.entries]
     if kind == "lm_request":
         return request_to_json(trace.request)
-    return response_to_json(trace.response)
+    if kind == "lm_message":
+        return message_to_json(trace.messages[0])
+    if kind == "lm_part":
+        return part_to_json(trace.parts[0])
+    if kind == "lm_response":
+        return response_to_json(trace.response)
+    raise ValueError(f"a {kind} trace has no DSPy 3.3 JSON form; use dspy_rdf.tracejson.trace_to_json")
 
 
 # --- live DSPy objects -----------------------------------------------------------------------------------

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
+import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import pyoxigraph as ox
 
@@ -18,7 +20,7 @@ from dspy_rdf.resources import jsonld_context_path
 from dspy_rdf.validation import rdflib_term
 from dspy_rdf.writer import trace_lines
 
-__all__ = ["RdfFormat", "parse_traces", "serialize_traces"]
+__all__ = ["RdfFormat", "parse_traces", "serialize_traces", "write_traces"]
 
 
 class RdfFormat(enum.Enum):
@@ -58,15 +60,56 @@ _OX_FORMAT = {
 
 def serialize_traces(traces: Iterable[m.Trace], format: RdfFormat = RdfFormat.N_QUADS, *, base: str = DEFAULT_BASE) -> bytes:
     """Serialize traces in ``format``; formats with graphs put each trace in the named graph of its IRI."""
+    buffer = io.BytesIO()
+    write_traces(traces, buffer, format, base=base)
+    return buffer.getvalue()
+
+
+def write_traces(
+    traces: Iterable[m.Trace], handle: BinaryIO, format: RdfFormat = RdfFormat.N_QUADS, *, base: str = DEFAULT_BASE, batch: int = 500
+) -> int:
+    """Write traces to a binary file handle as they come, ``batch`` traces at a time; return how many were written.
+
+    A trace whose IRI was already written (the same content seen again) is written once: its first occurrence
+    wins. Memory stays bounded by one batch (and the set of IRIs written) for every format but JSON-LD, which is
+    one JSON document and so is built whole. Turtle and TriG batches each start with their ``@prefix`` lines,
+    which the formats allow.
+    """
     check_base(base)
-    text = "".join(line for trace in traces for line in trace_lines(trace, base=base, graph=format.has_graphs)[1])
-    if format in (RdfFormat.N_QUADS, RdfFormat.N_TRIPLES):
-        return text.encode("utf-8")
+    count = 0
+    written: set[str] = set()
     if format is RdfFormat.JSON_LD:
-        return _to_jsonld(text)
+        text = []
+        for trace in traces:
+            iri, lines = trace_lines(trace, base=base)
+            if iri not in written:
+                written.add(iri)
+                text += lines
+                count += 1
+        handle.write(_to_jsonld("".join(text)))
+        return count
+    pending: list[str] = []
+    for trace in traces:
+        iri, lines = trace_lines(trace, base=base, graph=format.has_graphs)
+        if iri in written:
+            continue
+        written.add(iri)
+        pending += lines
+        count += 1
+        if count % batch == 0:
+            handle.write(_encode(pending, format))
+            pending = []
+    if pending:
+        handle.write(_encode(pending, format))
+    return count
+
+
+def _encode(lines: list[str], format: RdfFormat) -> bytes:
+    text = "".join(lines).encode("utf-8")
+    if format in (RdfFormat.N_QUADS, RdfFormat.N_TRIPLES):
+        return text
     syntax = ox.RdfFormat.N_QUADS if format.has_graphs else ox.RdfFormat.N_TRIPLES
-    parsed = ox.parse(text.encode("utf-8"), syntax)
-    return ox.serialize(parsed, format=_OX_FORMAT[format], prefixes=v.PREFIXES)
+    return ox.serialize(ox.parse(text, syntax), format=_OX_FORMAT[format], prefixes=v.PREFIXES)
 
 
 def _to_jsonld(nquads: str) -> bytes:

@@ -1,7 +1,9 @@
 """Deterministic identity of traces: canonical JSON, trace keys and trace IRIs.
 
 A trace's key is ``sha256-`` followed by the first 32 hex digits of the SHA-256 of the canonical JSON of the
-trace as DSPy 3.3 writes it (:func:`dspy_rdf.dspy33.trace_to_json`), prefixed by its source kind. The
+trace (:func:`dspy_rdf.tracejson.trace_to_json`: DSPy 3.3 JSON for DSPy's own objects), prefixed by its source
+kind, and by its source format when that is not ``dspy33`` (so a request read from lm15 and the same request
+read from DSPy 3.3 JSON are two traces, each saying where it came from). The
 algorithm is tagged in the key (``sha256-``) so that a later change of algorithm gives keys that cannot be
 mistaken for these; :func:`verify_trace_iri` recomputes a key. Every other node's IRI is the trace IRI
 followed by the node's path (``/entry/0/request/message/1/part/0``): no text from the trace ever reaches an
@@ -36,9 +38,10 @@ def canonical_json(value: Any) -> str:
 
 def trace_key(trace: Trace) -> str:
     """Return the content key of a trace (``sha256-`` + 32 hex digits); the source index is not part of it."""
-    from dspy_rdf.dspy33 import trace_to_json
+    from dspy_rdf.tracejson import trace_to_json
 
-    payload = trace.source_kind + "\n" + canonical_json(trace_to_json(trace))
+    kind = trace.source_kind if trace.source_format == "dspy33" else f"{trace.source_format}/{trace.source_kind}"
+    payload = kind + "\n" + canonical_json(trace_to_json(trace))
     digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
     return KEY_PREFIX + digest[:_KEY_HEX_DIGITS]
 

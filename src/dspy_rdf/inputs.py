@@ -1,21 +1,25 @@
 """Reading trace inputs from files: one JSON value per ``.json`` file, one per line of a ``.jsonl`` file.
 
-JSON Lines are streamed line by line, so a file of any size is never read into memory at once. Errors
-name the file, the line and the field.
+Any DSPy shape :func:`dspy_rdf.tracejson.trace_from_json` understands is accepted, detected per value, or forced
+with ``source_format``. JSON Lines are streamed line by line, so a file of any size is never read into memory at
+once; ``progress`` is called with the number of bytes consumed after each line. Errors name the file, the line
+and the field.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dspy_rdf.dspy33 import trace_from_json
 from dspy_rdf.errors import TraceInputError
-from dspy_rdf.model import Trace
+from dspy_rdf.model import SourceFormat, Trace
+from dspy_rdf.tracejson import trace_from_json
 
 __all__ = ["InputItem", "read_traces"]
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,38 +32,52 @@ class InputItem:
     error: TraceInputError | None
 
 
-def _decode(text: str, source: str, line: int | None) -> object:
+def _decode(raw: bytes, source: str, line: int | None) -> object:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=line) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", source=source, line=line or exc.lineno) from None
+    except RecursionError:
+        raise TraceInputError("JSON nested too deeply to read", source=source, line=line) from None
 
 
-def read_traces(path: Path) -> Iterator[InputItem]:
-    """Yield the traces of a ``.json`` or ``.jsonl`` file, one :class:`InputItem` per object."""
+def read_traces(
+    path: Path,
+    *,
+    source_format: SourceFormat | None = None,
+    progress: Callable[[int], None] | None = None,
+    model: str | None = None,
+    timestamp: str | None = None,
+) -> Iterator[InputItem]:
+    """Yield the traces of a ``.json`` or ``.jsonl`` file, one :class:`InputItem` per JSON value.
+
+    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json`.
+    """
     source = str(path)
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
+    options = {"source_format": source_format, "model": model, "timestamp": timestamp}
+    if path.suffix.lower() in JSONL_SUFFIXES:
         with path.open("rb") as handle:
             index = 0
             for number, raw in enumerate(handle, start=1):
+                if progress is not None:
+                    progress(len(raw))
                 if not raw.strip():
                     continue
                 try:
-                    try:
-                        text = raw.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=number) from None
-                    trace = trace_from_json(_decode(text, source, number), source_index=index)
+                    trace = trace_from_json(_decode(raw, source, number), source_index=index, **options)
                     yield InputItem(source, number, trace, None)
                 except TraceInputError as exc:
                     yield InputItem(source, number, None, exc.located(source=source, line=number))
                 index += 1
         return
     try:
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source) from None
-        yield InputItem(source, None, trace_from_json(_decode(text, source, None)), None)
+        raw = path.read_bytes()
+        if progress is not None:
+            progress(len(raw))
+        yield InputItem(source, None, trace_from_json(_decode(raw, source, None), **options), None)
     except TraceInputError as exc:
         yield InputItem(source, None, None, exc.located(source=source))

@@ -360,22 +360,118 @@ class LMHistoryEntry:
     extra_fields: JSONObject = field(default_factory=dict)
 
 
-SourceKind = Literal["lm_history_entry", "lm_history", "lm_request", "lm_response"]
+SourceKind = Literal[
+    "lm_history_entry",
+    "lm_history",
+    "lm_request",
+    "lm_response",
+    "lm_message",
+    "lm_part",
+    "request_response",
+    "trajectory",
+    "program_run",
+]
+SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__
+"""Every trace source kind, in the order of the schema's ``TraceSourceKind`` enum."""
+
+SourceFormat = Literal["dspy33", "lm15", "history_dict", "openai_chat", "react_trajectory", "dspy_callback"]
+SOURCE_FORMATS: tuple[str, ...] = SourceFormat.__args__
+"""Every trace source format, in the order of the schema's ``TraceSourceFormat`` enum."""
+
+CONTENT_SLOT: dict[str, str] = {
+    "lm_history_entry": "entries",
+    "lm_history": "entries",
+    "lm_request": "request",
+    "lm_response": "response",
+    "lm_message": "messages",
+    "lm_part": "parts",
+    "request_response": "request",
+    "trajectory": "messages",
+    "program_run": "calls",
+}
+"""The slot of :class:`Trace` that carries the content of each source kind."""
 
 
 @dataclass(slots=True, kw_only=True)
 class Trace:
-    """The unit of export and storage: what one DSPy object (or one history list) holds.
+    """The unit of export and storage: what one DSPy object (or one history list, or one program run) holds.
 
-    Exactly one of ``entries`` (for ``lm_history_entry`` and ``lm_history``), ``request`` or ``response``
-    carries the content, as ``source_kind`` says.
+    ``source_kind`` says which slot carries the content (:data:`CONTENT_SLOT`; a ``request_response`` trace
+    has both ``request`` and ``response``), ``source_format`` which family of DSPy shapes it was read from.
     """
 
     source_kind: SourceKind
+    source_format: SourceFormat = "dspy33"
     entries: list[LMHistoryEntry] = field(default_factory=list)
     request: LMRequest | None = None
     response: LMResponse | None = None
+    messages: list[LMMessage] = field(default_factory=list)
+    parts: list[LMPart] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    started_at: str | None = None
+    ended_at: str | None = None
+    dspy_version: str | None = None
     source_index: int | None = None
+
+
+# --- Program runs recorded by the capture callback ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartRef:
+    """Where a tool-call part sits in a program run: ``calls[call]``'s response ``outputs[output].parts[part]``,
+    or, when ``output`` is None, ``calls[call].tool_calls[part]`` of a module call."""
+
+    call: int
+    output: int | None
+    part: int
+
+
+@dataclass(slots=True, kw_only=True)
+class ModuleCall:
+    """A call of a ``dspy.Module``; ``parent_call`` is the index of the enclosing module call in ``Trace.calls``."""
+
+    module_class: str
+    started_at: str
+    ended_at: str | None = None
+    dspy_call_id: str | None = None
+    parent_call: int | None = None
+    error: str | None = None
+    input_summary: JSONValue | None = None
+    output_summary: JSONValue | None = None
+    tool_calls: list[LMToolCallPart] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class LMCall:
+    """A call of a DSPy LM and the history entry it recorded."""
+
+    started_at: str
+    ended_at: str | None = None
+    dspy_call_id: str | None = None
+    parent_call: int | None = None
+    error: str | None = None
+    model: str | None = None
+    entry: LMHistoryEntry | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolExecution:
+    """One execution of a ``dspy.Tool``; ``answers``/``decided_by`` say what asked for it, ``pairing`` how we know."""
+
+    tool_call: ToolCall
+    started_at: str
+    ended_at: str | None = None
+    dspy_call_id: str | None = None
+    parent_call: int | None = None
+    error: str | None = None
+    tool_result: ToolResult | None = None
+    answers: PartRef | None = None
+    decided_by: int | None = None
+    pairing: Literal["call_id", "name_and_args", "preceding_lm_call"] | None = None
+
+
+Call = Union[ModuleCall, LMCall, ToolExecution]
 
 
 # --- Tool execution (dspy.Tool, dspy.ToolCalls, dspy.Citations) -----------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -159,22 +160,118 @@ class _Graph:
 
     def trace(self, iri: str) -> m.Trace:
         p = self.node(iri, "Trace")
-        self.check_slots(iri, p, frozenset({"source_kind", "source_index", "entries", "request", "response"}))
+        self.check_slots(iri, p, _TRACE_SLOTS)
         kind = self.string(iri, p, "source_kind", required=True)
-        if kind not in ("lm_history_entry", "lm_history", "lm_request", "lm_response"):
+        if kind not in m.SOURCE_KINDS:
             raise self.error(iri, v.slot_iri("source_kind"), f"unknown source kind {kind!r}")
-        trace = m.Trace(source_kind=kind, source_index=self.integer(iri, p, "source_index"))
+        source_format = self.string(iri, p, "source_format") or "dspy33"
+        if source_format not in m.SOURCE_FORMATS:
+            raise self.error(iri, v.slot_iri("source_format"), f"unknown source format {source_format!r}")
+        trace = m.Trace(
+            source_kind=kind,
+            source_format=source_format,
+            source_index=self.integer(iri, p, "source_index"),
+            dspy_version=self.string(iri, p, "dspy_version"),
+            started_at=self.literal(iri, p, "started_at", v.XSD_DATETIME),
+            ended_at=self.literal(iri, p, "ended_at", v.XSD_DATETIME),
+        )
         trace.entries = [self.entry(c) for c in self.children(iri, p, "entries")]
         if (req := self.child(iri, p, "request")) is not None:
             trace.request = self.request(req)
         if (resp := self.child(iri, p, "response")) is not None:
             trace.response = self.response(resp)
-        expected = {"lm_history_entry": "entries", "lm_history": "entries", "lm_request": "request", "lm_response": "response"}[kind]
+        trace.messages = [self.message(c) for c in self.children(iri, p, "messages")]
+        trace.parts = [self.part(c) for c in self.children(iri, p, "parts")]
+        call_iris = self.children(iri, p, "calls")
+        index = {call: i for i, call in enumerate(call_iris)}
+        trace.calls = [self.call(c, iri, index) for c in call_iris]
+        expected = m.CONTENT_SLOT[kind]
         if kind == "lm_history_entry" and len(trace.entries) != 1:
             raise self.error(iri, v.slot_iri("entries"), f"a {kind} trace holds exactly one entry, found {len(trace.entries)}")
-        if expected != "entries" and getattr(trace, expected) is None:
-            raise self.error(iri, v.slot_iri(expected), f"a {kind} trace needs its {expected}")
+        if kind == "lm_part" and len(trace.parts) != 1:
+            raise self.error(iri, v.slot_iri("parts"), f"a {kind} trace holds exactly one part, found {len(trace.parts)}")
+        if kind == "lm_message" and len(trace.messages) != 1:
+            raise self.error(iri, v.slot_iri("messages"), f"a {kind} trace holds exactly one message, found {len(trace.messages)}")
+        for slot in (expected, "response") if kind == "request_response" else (expected,):
+            if getattr(trace, slot) is None:
+                raise self.error(iri, v.slot_iri(slot), f"a {kind} trace needs its {slot}")
         return trace
+
+    def message(self, iri: str) -> m.LMMessage:
+        p = self.node(iri, "LMMessage")
+        self.check_slots(iri, p, frozenset({"role", "parts", "name", "metadata", "position"}))
+        return m.LMMessage(
+            role=self.string(iri, p, "role", required=True),
+            parts=[self.part(c) for c in self.children(iri, p, "parts")],
+            name=self.string(iri, p, "name"),
+            metadata=self.json(iri, p, "metadata", default=dict),
+        )
+
+    def call(self, iri: str, trace_iri: str, index: dict[str, int]) -> m.Call:
+        cls = self.types.get(iri, "")
+        kind = cls[len(_DSPY):] if cls.startswith(_DSPY) else ""
+        if kind not in _CALL_SLOTS:
+            raise self.error(iri, _TYPE, f"expected a dspy:ModuleCall, dspy:LMCall or dspy:ToolExecution, found {cls or 'no rdf:type'}")
+        p = self.nodes.get(iri, {})
+        self.check_slots(iri, p, _CALL_SLOTS[kind])
+        common: dict[str, Any] = {
+            "started_at": self.literal(iri, p, "started_at", v.XSD_DATETIME, required=True),
+            "ended_at": self.literal(iri, p, "ended_at", v.XSD_DATETIME),
+            "dspy_call_id": self.string(iri, p, "dspy_call_id"),
+            "parent_call": self.call_index(iri, p, "parent_call", index),
+            "error": self.string(iri, p, "error"),
+        }
+        if kind == "ModuleCall":
+            return m.ModuleCall(
+                module_class=self.string(iri, p, "module_class", required=True),
+                input_summary=self.json(iri, p, "input_summary"),
+                output_summary=self.json(iri, p, "output_summary"),
+                tool_calls=[self.part(c) for c in self.children(iri, p, "tool_calls")],
+                **common,
+            )
+        if kind == "LMCall":
+            entry = self.child(iri, p, "entry")
+            return m.LMCall(model=self.string(iri, p, "model"), entry=None if entry is None else self.entry(entry), **common)
+        tc_iri = self.child(iri, p, "tool_call", required=True)
+        tc = self.node(tc_iri, "ToolCall")
+        self.check_slots(tc_iri, tc, frozenset({"name", "call_id", "args"}))
+        execution = m.ToolExecution(
+            tool_call=m.ToolCall(
+                name=self.string(tc_iri, tc, "name", required=True),
+                call_id=self.string(tc_iri, tc, "call_id"),
+                args=self.json(tc_iri, tc, "args", default=dict),
+            ),
+            decided_by=self.call_index(iri, p, "decided_by", index),
+            pairing=self.string(iri, p, "pairing"),
+            **common,
+        )
+        if (r := self.child(iri, p, "tool_result")) is not None:
+            rp = self.node(r, "ToolResult")
+            self.check_slots(r, rp, frozenset({"name", "call_id", "result", "is_error", "error", "provider_data", "metadata"}))
+            execution.tool_result = m.ToolResult(
+                name=self.string(r, rp, "name"),
+                call_id=self.string(r, rp, "call_id"),
+                result=self.json(r, rp, "result"),
+                is_error=self.boolean(r, rp, "is_error"),
+                error=self.string(r, rp, "error"),
+                provider_data=self.json(r, rp, "provider_data", default=dict),
+                metadata=self.json(r, rp, "metadata", default=dict),
+            )
+        if (answers := self.child(iri, p, "answers")) is not None:
+            match = _PART_REF.fullmatch(answers[len(trace_iri):]) if answers.startswith(trace_iri) else None
+            if match is None:
+                raise self.error(iri, v.slot_iri("answers"), f"<{answers}> is not a tool-call part of this run")
+            call, output, part = match.group("call", "output", "part")
+            execution.answers = m.PartRef(call=int(call), output=None if output is None else int(output), part=int(part))
+        return execution
+
+    def call_index(self, iri: str, props: Node, slot: str, index: dict[str, int]) -> int | None:
+        target = self.child(iri, props, slot)
+        if target is None:
+            return None
+        if target not in index:
+            raise self.error(iri, v.slot_iri(slot), f"<{target}> is not a call of this run")
+        return index[target]
 
     def entry(self, iri: str) -> m.LMHistoryEntry:
         p = self.node(iri, "LMHistoryEntry")
@@ -191,18 +288,7 @@ class _Graph:
     def request(self, iri: str) -> m.LMRequest:
         p = self.node(iri, "LMRequest")
         self.check_slots(iri, p, frozenset({"model", "messages", "tools", "config", "metadata"}))
-        messages = []
-        for child in self.children(iri, p, "messages"):
-            mp = self.node(child, "LMMessage")
-            self.check_slots(child, mp, frozenset({"role", "parts", "name", "metadata", "position"}))
-            messages.append(
-                m.LMMessage(
-                    role=self.string(child, mp, "role", required=True),
-                    parts=[self.part(c) for c in self.children(child, mp, "parts")],
-                    name=self.string(child, mp, "name"),
-                    metadata=self.json(child, mp, "metadata", default=dict),
-                )
-            )
+        messages = [self.message(child) for child in self.children(iri, p, "messages")]
         tools = []
         for child in self.children(iri, p, "tools"):
             tp = self.node(child, "LMToolSpec")
@@ -366,6 +452,17 @@ class _Graph:
         return cls(metadata=metadata, **fields)
 
 
+_TRACE_SLOTS = frozenset(
+    {"source_kind", "source_format", "source_index", "dspy_version", "entries", "request", "response", "messages"}
+    | {"parts", "calls", "started_at", "ended_at"}
+)
+_CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "error", "position"}
+_CALL_SLOTS = {
+    "ModuleCall": frozenset({*_CALL_COMMON, "module_class", "input_summary", "output_summary", "tool_calls"}),
+    "LMCall": frozenset({*_CALL_COMMON, "model", "entry"}),
+    "ToolExecution": frozenset({*_CALL_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
+}
+_PART_REF = re.compile(r"/call/(?P<call>\d+)(?:/entry/response/output/(?P<output>\d+)/part|/tool_call)/(?P<part>\d+)")
 _ENTRY_SLOTS = frozenset({"request", "response", "timestamp", "uuid", "model_type", "extra_fields", "position"})
 _TOOL_SLOTS = frozenset({"tool_type", "name", "description", "parameters", "strict", "metadata", "provider_data", "position"})
 _CONFIG_SLOTS = frozenset(

@@ -19,7 +19,7 @@ from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.identity import DEFAULT_BASE, check_base, trace_key
 
-__all__ = ["trace_lines", "traces_to_nquads"]
+__all__ = ["part_ref_iri", "trace_lines", "traces_to_nquads"]
 
 
 def _iri(value: str) -> str:
@@ -48,6 +48,7 @@ P = _P()
 C = {name: _iri(v.class_iri(name)) for name in (
     "Trace", "LMHistoryEntry", "LMRequest", "LMResponse", "LMMessage", "LMToolSpec", "LMConfig",
     "LMReasoningConfig", "LMToolChoice", "LMCacheConfig", "LMPromptCacheConfig", "LMUsage", "LMOutput",
+    "ModuleCall", "LMCall", "ToolExecution", "ToolCall", "ToolResult",
     *(cls.__name__ for cls in m.PART_CLASSES.values()),
 )}
 _PART_TYPE_LITERAL = {kind: f'"{kind}"' for kind in m.PART_CLASSES}
@@ -90,8 +91,20 @@ class _Writer:
         s = _iri(iri)
         add(f"{s} {_TYPE} {C['Trace']}{t}")
         add(f"{s} {P.source_kind} {_s(trace.source_kind)}{t}")
+        add(f"{s} {P.source_format} {_s(trace.source_format)}{t}")
         if trace.source_index is not None:
             add(f"{s} {P.source_index} {_int(trace.source_index)}{t}")
+        if trace.dspy_version is not None:
+            add(f"{s} {P.dspy_version} {_s(trace.dspy_version)}{t}")
+        if trace.started_at is not None:
+            add(f"{s} {P.started_at} {_s(trace.started_at)}{_DATETIME_DT}{t}")
+        if trace.ended_at is not None:
+            add(f"{s} {P.ended_at} {_s(trace.ended_at)}{_DATETIME_DT}{t}")
+        for i, message in enumerate(trace.messages):
+            self.message(message, f"{iri}/message/{i}", i, s)
+        self.parts(trace.parts, iri, s)
+        for i, call in enumerate(trace.calls):
+            self.call(call, iri, i, s)
         for i, entry in enumerate(trace.entries):
             child = f"{iri}/entry/{i}"
             add(f"{s} {P.entries} <{child}>{t}")
@@ -103,12 +116,13 @@ class _Writer:
             add(f"{s} {P.response} <{iri}/response>{t}")
             self.response(trace.response, f"{iri}/response")
 
-    def entry(self, entry: m.LMHistoryEntry, iri: str, position: int) -> None:
+    def entry(self, entry: m.LMHistoryEntry, iri: str, position: int | None) -> None:
         add = self.out.append
         t = self.tail
         s = f"<{iri}>"
         add(f"{s} {_TYPE} {C['LMHistoryEntry']}{t}")
-        add(f"{s} {P.position} {_int(position)}{t}")
+        if position is not None:
+            add(f"{s} {P.position} {_int(position)}{t}")
         add(f"{s} {P.request} <{iri}/request>{t}")
         add(f"{s} {P.response} <{iri}/response>{t}")
         add(f"{s} {P.timestamp} {_s(entry.timestamp)}{_DATETIME_DT}{t}")
@@ -129,17 +143,7 @@ class _Writer:
         if request.metadata:
             add(f"{s} {P.metadata} {_j(request.metadata)}{t}")
         for i, message in enumerate(request.messages):
-            child = f"{iri}/message/{i}"
-            add(f"{s} {P.messages} <{child}>{t}")
-            ms = f"<{child}>"
-            add(f"{ms} {_TYPE} {C['LMMessage']}{t}")
-            add(f"{ms} {P.position} {_int(i)}{t}")
-            add(f"{ms} {P.role} {_s(message.role)}{t}")
-            if message.name is not None:
-                add(f"{ms} {P.name} {_s(message.name)}{t}")
-            if message.metadata:
-                add(f"{ms} {P.metadata} {_j(message.metadata)}{t}")
-            self.parts(message.parts, child, ms)
+            self.message(message, f"{iri}/message/{i}", i, s)
         for i, tool in enumerate(request.tools):
             child = f"{iri}/tool/{i}"
             add(f"{s} {P.tools} <{child}>{t}")
@@ -159,6 +163,85 @@ class _Writer:
             if tool.provider_data:
                 add(f"{ts} {P.provider_data} {_j(tool.provider_data)}{t}")
         self.config(request.config, f"{iri}/config", s)
+
+    def message(self, message: m.LMMessage, iri: str, position: int, parent: str) -> None:
+        add = self.out.append
+        t = self.tail
+        s = f"<{iri}>"
+        add(f"{parent} {P.messages} {s}{t}")
+        add(f"{s} {_TYPE} {C['LMMessage']}{t}")
+        add(f"{s} {P.position} {_int(position)}{t}")
+        add(f"{s} {P.role} {_s(message.role)}{t}")
+        if message.name is not None:
+            add(f"{s} {P.name} {_s(message.name)}{t}")
+        if message.metadata:
+            add(f"{s} {P.metadata} {_j(message.metadata)}{t}")
+        self.parts(message.parts, iri, s)
+
+    def call(self, call: m.Call, trace_iri: str, position: int, parent: str) -> None:
+        add = self.out.append
+        t = self.tail
+        iri = f"{trace_iri}/call/{position}"
+        s = f"<{iri}>"
+        add(f"{parent} {P.calls} {s}{t}")
+        add(f"{s} {_TYPE} {C[type(call).__name__]}{t}")
+        add(f"{s} {P.position} {_int(position)}{t}")
+        add(f"{s} {P.started_at} {_s(call.started_at)}{_DATETIME_DT}{t}")
+        if call.ended_at is not None:
+            add(f"{s} {P.ended_at} {_s(call.ended_at)}{_DATETIME_DT}{t}")
+        if call.dspy_call_id is not None:
+            add(f"{s} {P.dspy_call_id} {_s(call.dspy_call_id)}{t}")
+        if call.parent_call is not None:
+            add(f"{s} {P.parent_call} <{trace_iri}/call/{call.parent_call}>{t}")
+        if call.error is not None:
+            add(f"{s} {P.error} {_s(call.error)}{t}")
+        if isinstance(call, m.ModuleCall):
+            add(f"{s} {P.module_class} {_s(call.module_class)}{t}")
+            if call.input_summary is not None:
+                add(f"{s} {P.input_summary} {_j(call.input_summary)}{t}")
+            if call.output_summary is not None:
+                add(f"{s} {P.output_summary} {_j(call.output_summary)}{t}")
+            self.parts(call.tool_calls, iri, s, "tool_calls", "tool_call")
+        elif isinstance(call, m.LMCall):
+            if call.model is not None:
+                add(f"{s} {P.model} {_s(call.model)}{t}")
+            if call.entry is not None:
+                add(f"{s} {P.entry} <{iri}/entry>{t}")
+                self.entry(call.entry, f"{iri}/entry", None)
+        else:
+            tc = call.tool_call
+            cs = f"<{iri}/tool_call>"
+            add(f"{s} {P.tool_call} {cs}{t}")
+            add(f"{cs} {_TYPE} {C['ToolCall']}{t}")
+            add(f"{cs} {P.name} {_s(tc.name)}{t}")
+            if tc.call_id is not None:
+                add(f"{cs} {P.call_id} {_s(tc.call_id)}{t}")
+            if tc.args:
+                add(f"{cs} {P.args} {_j(tc.args)}{t}")
+            if (r := call.tool_result) is not None:
+                rs = f"<{iri}/tool_result>"
+                add(f"{s} {P.tool_result} {rs}{t}")
+                add(f"{rs} {_TYPE} {C['ToolResult']}{t}")
+                if r.name is not None:
+                    add(f"{rs} {P.name} {_s(r.name)}{t}")
+                if r.call_id is not None:
+                    add(f"{rs} {P.call_id} {_s(r.call_id)}{t}")
+                if r.result is not None:
+                    add(f"{rs} {P.result} {_j(r.result)}{t}")
+                if r.is_error is not None:
+                    add(f"{rs} {P.is_error} {_TRUE if r.is_error else _FALSE}{t}")
+                if r.error is not None:
+                    add(f"{rs} {P.error} {_s(r.error)}{t}")
+                if r.provider_data:
+                    add(f"{rs} {P.provider_data} {_j(r.provider_data)}{t}")
+                if r.metadata:
+                    add(f"{rs} {P.metadata} {_j(r.metadata)}{t}")
+            if (ref := call.answers) is not None:
+                add(f"{s} {P.answers} <{part_ref_iri(trace_iri, ref)}>{t}")
+            if call.decided_by is not None:
+                add(f"{s} {P.decided_by} <{trace_iri}/call/{call.decided_by}>{t}")
+            if call.pairing is not None:
+                add(f"{s} {P.pairing} {_s(call.pairing)}{t}")
 
     def config(self, c: m.LMConfig, iri: str, parent: str) -> None:
         lines = []
@@ -339,6 +422,11 @@ class _Writer:
                         add(f"{s} {P.context} {_s(part.context)}{t}")
 
 
+def part_ref_iri(trace_iri: str, ref: m.PartRef) -> str:
+    """The IRI of the tool-call part a :class:`~dspy_rdf.model.PartRef` points at."""
+    if ref.output is None:
+        return f"{trace_iri}/call/{ref.call}/tool_call/{ref.part}"
+    return f"{trace_iri}/call/{ref.call}/entry/response/output/{ref.output}/part/{ref.part}"
 
 
 def trace_lines(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None) -> tuple[str, list[str]]:

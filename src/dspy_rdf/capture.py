@@ -1,0 +1,383 @@
+"""Live capture: a DSPy callback that records each whole program run as one trace.
+
+    recorder = TraceRecorder(FileSink("runs.nq"))
+    dspy.configure(callbacks=[recorder])
+    program(question="...")          # the run is written when its top-level call returns
+
+A *run* is the tree of calls under one top-level call (a module, or an LM called directly). Each call is
+recorded with its start and end time (UTC), its parent module call (from DSPy's ``ACTIVE_CALL_ID``, which is
+the parent's call id inside a start handler) and its error, if it raised:
+
+- module calls: the module's class and summaries of its inputs and outputs (long strings cut, objects as
+  ``repr``; see :func:`summarize`), and the tool calls it returned as ``dspy.ToolCalls``;
+- LM calls: the history entry the call appended to ``lm.history`` (typed ``LMHistoryEntry`` or legacy dict,
+  any DSPy version), found by identity among the entries appended since the call started;
+- tool executions (``dspy.Tool``): the tool name and arguments, the result or the exception text
+  (``is_error``), and what asked for the execution. DSPy's tool callbacks do not receive the provider's
+  tool-call id, so an execution is paired with the latest unanswered tool-call part of the same name and
+  arguments among the calls of its own module call (``pairing`` ``name_and_args``); when there is none (e.g.
+  ``dspy.ReAct``, which asks for tools in text fields) it is linked to the last LM call of that module call
+  that ended before it started (``preceding_lm_call``). Both are marked as inferred in the graph.
+
+Handlers are thread-safe (one lock; runs started in other threads, as ``dspy.Parallel`` does, are separate
+runs). Converting and writing a run happens once, when it ends, so a call adds only a few dictionary updates
+to the program's own work (``bench/bench_capture.py`` measures it). A callback must never break the program,
+and DSPy swallows callback exceptions, so failures are logged and kept in :attr:`TraceRecorder.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from dspy_rdf import model as m
+from dspy_rdf.errors import DspyRdfError
+from dspy_rdf.identity import DEFAULT_BASE, check_base
+
+try:
+    import dspy
+    from dspy.utils.callback import BaseCallback
+except ImportError as exc:  # pragma: no cover - exercised only without dspy
+    raise ImportError("live capture needs DSPy: pip install 'dspy-rdf[dspy]'") from exc
+
+try:  # DSPy >= 3.0 keeps the active call id in callback_context
+    from dspy.utils.callback_context import ACTIVE_CALL_ID
+except ImportError:  # pragma: no cover - older DSPy
+    from dspy.utils.callback import ACTIVE_CALL_ID
+
+__all__ = ["FileSink", "MemorySink", "Sink", "TraceRecorder", "summarize"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHARS = 2000
+"""Strings longer than this are cut in input, output and result summaries."""
+_MAX_ITEMS = 200
+_MAX_DEPTH = 12
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, _depth: int = 0) -> Any:
+    """A JSON summary of a live value: JSON scalars as they are, strings over ``max_chars`` cut and marked,
+    containers recursively (at most 200 items, 12 levels), DSPy predictions and pydantic models as their
+    fields, anything else as its ``repr``."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+    if isinstance(value, str):
+        if len(value) <= max_chars:
+            return value
+        return value[:max_chars] + f"… [{len(value) - max_chars} more characters]"
+    if _depth >= _MAX_DEPTH:
+        return summarize(repr(value), max_chars=max_chars)
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {str(k): summarize(v, max_chars=max_chars, _depth=_depth + 1) for k, v in items[:_MAX_ITEMS]}
+        if len(items) > _MAX_ITEMS:
+            out["…"] = f"{len(items) - _MAX_ITEMS} more items"
+        return out
+    if isinstance(value, (list, tuple)):
+        out_list = [summarize(v, max_chars=max_chars, _depth=_depth + 1) for v in value[:_MAX_ITEMS]]
+        if len(value) > _MAX_ITEMS:
+            out_list.append(f"… {len(value) - _MAX_ITEMS} more items")
+        return out_list
+    if hasattr(value, "toDict") and callable(value.toDict):  # dspy.Prediction, dspy.Example
+        return summarize(value.toDict(), max_chars=max_chars, _depth=_depth + 1)
+    if hasattr(value, "model_dump"):
+        try:
+            dumped = value.model_dump(mode="json")
+        except (TypeError, ValueError):  # a model holding values pydantic cannot write as JSON
+            dumped = repr(value)
+        return summarize(dumped, max_chars=max_chars, _depth=_depth + 1)
+    return summarize(repr(value), max_chars=max_chars)
+
+
+def _error_text(exception: BaseException | None) -> str | None:
+    return None if exception is None else f"{type(exception).__name__}: {exception}"
+
+
+# --- sinks -------------------------------------------------------------------------------------------------
+
+
+class Sink(Protocol):
+    """Where finished runs go."""
+
+    def write(self, trace: m.Trace) -> None:
+        """Store one finished run."""
+
+
+@dataclass
+class MemorySink:
+    """Keeps finished runs in :attr:`traces` (for notebooks and tests)."""
+
+    traces: list[m.Trace] = field(default_factory=list)
+
+    def write(self, trace: m.Trace) -> None:
+        """Append the run to :attr:`traces`."""
+        self.traces.append(trace)
+
+
+class FileSink:
+    """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
+    one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call."""
+
+    def __init__(self, path: str | Path, *, base: str = DEFAULT_BASE) -> None:
+        self.path = Path(path)
+        suffix = self.path.suffix.lower()
+        if suffix not in (".nq", ".jsonl"):
+            raise ValueError(f"{self.path}: a capture file is appended to, so it must be N-Quads (.nq) or JSON Lines (.jsonl)")
+        self.base = check_base(base)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, trace: m.Trace) -> None:
+        """Append one run."""
+        if self.path.suffix.lower() == ".nq":
+            from dspy_rdf.writer import trace_lines
+
+            text = "".join(trace_lines(trace, base=self.base)[1])
+        else:
+            from dspy_rdf.tracejson import trace_to_json
+
+            text = json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+# --- the recorder ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    calls: list[m.Call] = field(default_factory=list)
+    raw_entries: dict[int, Any] = field(default_factory=dict)  # LM call index -> the live history entry
+    open_calls: int = 0
+
+
+class TraceRecorder(BaseCallback):
+    """A DSPy callback that records each program run as one ``program_run`` trace and hands it to ``sink``.
+
+    ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
+    after the sink, e.g. to print its IRI.
+    """
+
+    def __init__(
+        self,
+        sink: Sink | None = None,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        on_run: Callable[[m.Trace], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.sink: Sink = sink if sink is not None else MemorySink()
+        self.max_chars = max_chars
+        self.on_run = on_run
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
+        self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
+
+    # -- bookkeeping --
+
+    def _start(self, call_id: str, call: m.Call) -> None:
+        parent_id = ACTIVE_CALL_ID.get()
+        with self._lock:
+            parent = self._where.get(parent_id) if parent_id is not None else None
+            if parent is None:
+                run = _Run()
+            else:
+                run, call.parent_call = parent[0], parent[1]
+            call.dspy_call_id = call_id
+            run.calls.append(call)
+            run.open_calls += 1
+            self._where[call_id] = (run, len(run.calls) - 1)
+
+    def _end(self, call_id: str, exception: BaseException | None, update: Callable[[_Run, int, Any], None]) -> None:
+        with self._lock:
+            found = self._where.pop(call_id, None)
+            if found is None:
+                return  # started before this recorder was attached
+            run, index = found
+            call = run.calls[index]
+            call.ended_at = _now()
+            call.error = _error_text(exception)
+            update(run, index, call)
+            run.open_calls -= 1
+            finished = run.open_calls == 0
+        if finished:
+            self._finish(run)
+
+    # -- DSPy handlers --
+
+    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        cls = type(instance)
+        self._start(
+            call_id,
+            m.ModuleCall(
+                module_class=f"{cls.__module__}.{cls.__qualname__}",
+                started_at=_now(),
+                input_summary=summarize(inputs, max_chars=self.max_chars),
+            ),
+        )
+
+    def on_module_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
+        def update(run: _Run, index: int, call: m.ModuleCall) -> None:
+            call.output_summary = None if outputs is None else summarize(outputs, max_chars=self.max_chars)
+            call.tool_calls = _returned_tool_calls(outputs)
+
+        self._end(call_id, exception, update)
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        history = getattr(instance, "history", None)
+        last = history[-1] if isinstance(history, list) and history else None
+        with self._lock:
+            self._lm_marks[call_id] = (instance, last)
+        self._start(call_id, m.LMCall(model=getattr(instance, "model", None), started_at=_now()))
+
+    def on_lm_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
+        with self._lock:
+            instance, last = self._lm_marks.pop(call_id, (None, None))
+        # DSPy appends the history entry before on_lm_end runs; the entries after `last` are this call's (or, with
+        # several threads on one LM, this call's and others': the first one not yet claimed is ours).
+        entry = None
+        history = getattr(instance, "history", None)
+        if exception is None and isinstance(history, list):
+            for candidate in reversed(history):
+                if candidate is last:
+                    break
+                entry = candidate
+
+        def update(run: _Run, index: int, call: m.LMCall) -> None:
+            if entry is not None and all(e is not entry for e in run.raw_entries.values()):
+                run.raw_entries[index] = entry
+
+        self._end(call_id, exception, update)
+
+    def on_tool_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        from dspy_rdf.tracejson import _to_jsonable
+
+        # Arguments are kept exactly (not summarized): they are what pairs an execution with its tool-call part.
+        args = _to_jsonable(inputs.get("kwargs", inputs))
+        name = str(getattr(instance, "name", type(instance).__name__))
+        self._start(call_id, m.ToolExecution(tool_call=m.ToolCall(name=name, args=args), started_at=_now()))
+
+    def on_tool_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
+        def update(run: _Run, index: int, call: m.ToolExecution) -> None:
+            call.tool_result = m.ToolResult(
+                name=call.tool_call.name,
+                result=None if exception is not None else summarize(outputs, max_chars=self.max_chars),
+                is_error=exception is not None,
+                error=_error_text(exception),
+            )
+
+        self._end(call_id, exception, update)
+
+    # -- finishing a run --
+
+    def _finish(self, run: _Run) -> None:
+        try:
+            trace = self._build(run)
+            self.sink.write(trace)
+            if self.on_run is not None:
+                self.on_run(trace)
+        except (DspyRdfError, OSError, ValueError, TypeError) as exc:
+            message = f"dspy-rdf could not record a run of {len(run.calls)} calls: {exc}"
+            self.errors.append(message)
+            logger.warning(message)
+
+    def _build(self, run: _Run) -> m.Trace:
+        from dspy_rdf.tracejson import trace_from_dspy
+
+        for index, raw in run.raw_entries.items():
+            run.calls[index].entry = trace_from_dspy(raw).entries[0]
+        _pair_tool_executions(run.calls)
+        root = run.calls[0]
+        return m.Trace(
+            source_kind="program_run",
+            source_format="dspy_callback",
+            dspy_version=getattr(dspy, "__version__", None),
+            started_at=root.started_at,
+            ended_at=root.ended_at,
+            calls=run.calls,
+        )
+
+
+def _returned_tool_calls(outputs: Any) -> list[m.LMToolCallPart]:
+    """The tool calls in the ``dspy.ToolCalls`` values a module returned."""
+    values = outputs.values() if hasattr(outputs, "values") and hasattr(outputs, "keys") else ()
+    parts = []
+    for value in values:
+        if type(value).__name__ != "ToolCalls":
+            continue
+        for call in value.tool_calls:
+            args = getattr(call, "args", None)
+            parts.append(
+                m.LMToolCallPart(name=str(call.name), call_id=getattr(call, "id", None), args=args if isinstance(args, dict) else {})
+            )
+    return parts
+
+
+def _pair_tool_executions(calls: list[m.Call]) -> None:
+    """Link each tool execution to the tool-call part (or else the LM call) of its module call that asked for it."""
+    claimed: set[m.PartRef] = set()
+    for index, call in enumerate(calls):
+        if not isinstance(call, m.ToolExecution):
+            continue
+        scope = [i for i in range(index) if _within(calls, i, call.parent_call)]
+        wanted = call.tool_call
+        best = None
+        for i in reversed(scope):
+            for ref, part in _tool_call_parts(calls[i], i):
+                if ref in claimed or part.name != wanted.name:
+                    continue
+                if wanted.call_id is not None and part.call_id == wanted.call_id:
+                    best = (ref, "call_id")
+                elif part.args == wanted.args:
+                    best = best or (ref, "name_and_args")
+                if best is not None and best[1] == "call_id":
+                    break
+            if best is not None:
+                break
+        if best is not None:
+            claimed.add(best[0])
+            call.answers, call.pairing = best
+            continue
+        for i in reversed(scope):
+            lm = calls[i]
+            if isinstance(lm, m.LMCall) and lm.ended_at is not None and lm.ended_at <= call.started_at:
+                call.decided_by, call.pairing = i, "preceding_lm_call"
+                break
+
+
+def _within(calls: list[m.Call], index: int, ancestor: int | None) -> bool:
+    """Whether ``calls[index]`` is ``ancestor`` or below it (everything is below a missing ancestor)."""
+    if ancestor is None:
+        return True
+    current: int | None = index
+    while current is not None:
+        if current == ancestor:
+            return True
+        current = calls[current].parent_call
+    return False
+
+
+def _tool_call_parts(call: m.Call, index: int) -> list[tuple[m.PartRef, m.LMToolCallPart]]:
+    if isinstance(call, m.ModuleCall):
+        return [(m.PartRef(call=index, output=None, part=p), part) for p, part in enumerate(call.tool_calls)]
+    if isinstance(call, m.LMCall) and call.entry is not None:
+        return [
+            (m.PartRef(call=index, output=o, part=p), part)
+            for o, output in enumerate(call.entry.response.outputs)
+            for p, part in enumerate(output.parts)
+            if isinstance(part, m.LMToolCallPart)
+        ]
+    return []

@@ -1,0 +1,171 @@
+"""Program runs (``source_kind`` ``program_run``) <-> JSON.
+
+DSPy has no object for a whole program run, so a run is written as a dspy-rdf envelope: the run's own fields and
+its ``calls`` in start order, each call tagged ``"call": "module" | "lm" | "tool"``, LM history entries as DSPy 3.3
+JSON, and references as indices into ``calls`` (``parent_call``, ``decided_by``) or as
+``{"call": i, "output": o, "part": p}`` (``answers``; ``output`` is null for a module's ``dspy.ToolCalls``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dspy_rdf import dspy33
+from dspy_rdf import model as m
+from dspy_rdf.dspy33 import _bool, _check_keys, _int, _json_obj, _list, _obj, _str
+from dspy_rdf.errors import TraceInputError
+
+__all__ = ["run_from_json", "run_to_json"]
+
+_CALL_TYPE = {m.ModuleCall: "module", m.LMCall: "lm", m.ToolExecution: "tool"}
+_COMMON = ("call", "started_at", "ended_at", "dspy_call_id", "parent_call", "error")
+_KEYS = {
+    "module": frozenset({*_COMMON, "module_class", "input_summary", "output_summary", "tool_calls"}),
+    "lm": frozenset({*_COMMON, "model", "entry"}),
+    "tool": frozenset({*_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
+}
+_RUN_KEYS = frozenset({"dspy_rdf_kind", "source_format", "dspy_version", "started_at", "ended_at", "calls"})
+_PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
+
+
+def run_to_json(trace: m.Trace) -> dict[str, Any]:
+    """Write a program-run trace as its JSON envelope."""
+    return {
+        "dspy_rdf_kind": "program_run",
+        "source_format": trace.source_format,
+        "dspy_version": trace.dspy_version,
+        "started_at": trace.started_at,
+        "ended_at": trace.ended_at,
+        "calls": [_call_to_json(c) for c in trace.calls],
+    }
+
+
+def _call_to_json(call: m.Call) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "call": _CALL_TYPE[type(call)],
+        "started_at": call.started_at,
+        "ended_at": call.ended_at,
+        "dspy_call_id": call.dspy_call_id,
+        "parent_call": call.parent_call,
+        "error": call.error,
+    }
+    if isinstance(call, m.ModuleCall):
+        out.update(
+            module_class=call.module_class,
+            input_summary=call.input_summary,
+            output_summary=call.output_summary,
+            tool_calls=[dspy33.part_to_json(p) for p in call.tool_calls],
+        )
+    elif isinstance(call, m.LMCall):
+        out.update(model=call.model, entry=None if call.entry is None else dspy33.entry_to_json(call.entry))
+    else:
+        r = call.tool_result
+        ref = call.answers
+        out.update(
+            tool_call={"name": call.tool_call.name, "call_id": call.tool_call.call_id, "args": call.tool_call.args},
+            tool_result=None
+            if r is None
+            else {
+                "name": r.name,
+                "call_id": r.call_id,
+                "result": r.result,
+                "is_error": r.is_error,
+                "error": r.error,
+                "provider_data": r.provider_data,
+                "metadata": r.metadata,
+            },
+            answers=None if ref is None else {"call": ref.call, "output": ref.output, "part": ref.part},
+            decided_by=call.decided_by,
+            pairing=call.pairing,
+        )
+    return out
+
+
+def run_from_json(value: Any, path: str = "") -> m.Trace:
+    """Read a program-run JSON envelope back as a trace; references are checked against the calls."""
+    d = _obj(value, path or "run")
+    _check_keys(d, _RUN_KEYS, path or "run", "a program run")
+    source_format = _str(d, "source_format", "run", default="dspy_callback")
+    if source_format not in m.SOURCE_FORMATS:
+        raise TraceInputError(f"unknown source format {source_format!r}", field="source_format")
+    raw_calls = _list(d, "calls", "run")
+    calls = [_call_from_json(c, f"calls[{i}]", len(raw_calls)) for i, c in enumerate(raw_calls)]
+    return m.Trace(
+        source_kind="program_run",
+        source_format=source_format,
+        dspy_version=_str(d, "dspy_version", "run"),
+        started_at=_str(d, "started_at", "run"),
+        ended_at=_str(d, "ended_at", "run"),
+        calls=calls,
+    )
+
+
+def _index(d: dict[str, Any], key: str, path: str, count: int) -> int | None:
+    value = _int(d, key, path)
+    if value is not None and not 0 <= value < count:
+        raise TraceInputError(f"refers to call {value}, but the run has calls 0..{count - 1}", field=f"{path}.{key}")
+    return value
+
+
+def _call_from_json(value: Any, path: str, count: int) -> m.Call:
+    d = _obj(value, path)
+    kind = d.get("call")
+    if kind not in _KEYS:
+        raise TraceInputError(f"unknown call type {kind!r}; expected module, lm or tool", field=f"{path}.call")
+    _check_keys(d, _KEYS[kind], path, f"a {kind} call")
+    common: dict[str, Any] = {
+        "started_at": _str(d, "started_at", path, required=True),
+        "ended_at": _str(d, "ended_at", path),
+        "dspy_call_id": _str(d, "dspy_call_id", path),
+        "parent_call": _index(d, "parent_call", path, count),
+        "error": _str(d, "error", path),
+    }
+    if kind == "module":
+        return m.ModuleCall(
+            module_class=_str(d, "module_class", path, required=True),
+            input_summary=d.get("input_summary"),
+            output_summary=d.get("output_summary"),
+            tool_calls=[dspy33.part_from_json(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(_list(d, "tool_calls", path))],
+            **common,
+        )
+    if kind == "lm":
+        entry = d.get("entry")
+        return m.LMCall(
+            model=_str(d, "model", path), entry=None if entry is None else dspy33.entry_from_json(entry, f"{path}.entry"), **common
+        )
+    tc = _obj(d.get("tool_call"), f"{path}.tool_call")
+    _check_keys(tc, frozenset({"name", "call_id", "args"}), f"{path}.tool_call", "a tool call")
+    execution = m.ToolExecution(
+        tool_call=m.ToolCall(
+            name=_str(tc, "name", f"{path}.tool_call", required=True),
+            call_id=_str(tc, "call_id", f"{path}.tool_call"),
+            args=_json_obj(tc, "args", f"{path}.tool_call"),
+        ),
+        decided_by=_index(d, "decided_by", path, count),
+        pairing=_str(d, "pairing", path),
+        **common,
+    )
+    if execution.pairing not in (None, *_PAIRINGS):
+        raise TraceInputError(f"unknown pairing {execution.pairing!r}; expected one of {', '.join(_PAIRINGS)}", field=f"{path}.pairing")
+    if (r := d.get("tool_result")) is not None:
+        rp = f"{path}.tool_result"
+        r = _obj(r, rp)
+        _check_keys(r, frozenset({"name", "call_id", "result", "is_error", "error", "provider_data", "metadata"}), rp, "a tool result")
+        execution.tool_result = m.ToolResult(
+            name=_str(r, "name", rp),
+            call_id=_str(r, "call_id", rp),
+            result=r.get("result"),
+            is_error=_bool(r, "is_error", rp),
+            error=_str(r, "error", rp),
+            provider_data=_json_obj(r, "provider_data", rp),
+            metadata=_json_obj(r, "metadata", rp),
+        )
+    if (a := d.get("answers")) is not None:
+        ap = f"{path}.answers"
+        a = _obj(a, ap)
+        _check_keys(a, frozenset({"call", "output", "part"}), ap, "a part reference")
+        call, part = _int(a, "call", ap), _int(a, "part", ap)
+        if call is None or part is None:
+            raise TraceInputError("a part reference needs call and part", field=ap)
+        execution.answers = m.PartRef(call=_index(a, "call", ap, count), output=_int(a, "output", ap), part=part)
+    return execution

@@ -1,0 +1,275 @@
+"""Legacy ``lm.history`` entries (plain dicts, DSPy 2.5 to 3.4) -> ``LMHistoryEntry`` of the canonical model.
+
+Until DSPy 3.3 typed its history, and again in 3.4, an ``lm.history`` entry is a dict. What it holds
+depends on the version that wrote it (read from each version's ``dspy/clients/lm.py`` / ``base_lm.py``):
+
+============================  ==============================================================================
+DSPy                          keys of an entry
+============================  ==============================================================================
+2.5.0 - 2.5.3                 prompt, messages, kwargs, response, outputs, usage, cost
+2.5.4 - 2.5.43                + timestamp, uuid, model, model_type
+2.6.0 - 3.3.x                 + response_model
+3.4.x                         + cost_details (when priced), request (an lm15 ``Request``, for an explicit
+                              request call), adaptations (when lm15 changed what was asked)
+``DummyLM`` up to 3.1.x       prompt, messages, kwargs, outputs, usage (the number 0), cost (0)
+============================  ==============================================================================
+
+The reading follows DSPy 3.3.1's own conversion of such an entry: the request is
+``LMRequest.from_call(model=model, prompt=prompt, messages=messages, **kwargs)`` (a ``tools`` kwarg gives
+the tool specs, the rest :func:`~dspy_rdf.sources.openai_chat.config_from_kwargs`), or, for a DSPy 3.4
+entry whose ``request`` is an lm15 ``Request`` dict, lm15's reader
+(:func:`dspy_rdf.sources.lm15.request_from_lm15`; its ``kwargs`` then hold only ``cache``/``rollout_id``,
+which become ``config.cache``); the response is ``lm_response_from_legacy_outputs(outputs, request)`` with
+``usage``, ``cost`` and ``response_model`` (else the request's model, as DSPy) set on it.
+``tests/test_source_history_dict.py`` compares both with DSPy itself, entry by entry.
+
+Nothing is dropped: every other key is kept in ``extra_fields`` under its own name (``cost_details``,
+``adaptations``, ``rollout_id``, unknown keys), except these, renamed so that they cannot clash with
+``LMHistoryEntry``'s own fields when the entry is written back as DSPy 3.3 JSON:
+
+=========================  ====================================================================================
+legacy key                 kept as
+=========================  ====================================================================================
+response                   ``extra_fields["provider_response"]``: the provider's raw response (in a real
+                           history a LiteLLM object, which ``json.dumps(default=str)`` writes as its str();
+                           in DSPy 3.4 an lm15 Response dict), unchanged
+usage (not an object)      ``extra_fields["legacy_usage"]``: DummyLM's placeholder ``0``; ``response.usage``
+                           is then None, as it is for ``{}`` or null
+prompt (with messages)     ``extra_fields["legacy_prompt"]``, only when it is not just the text of the one
+                           user message DSPy 2.5 built from it
+request (not an object)    ``extra_fields["lm15_request"]`` (the str() of an lm15 Request: unreadable)
+kwargs (next to request)   ``extra_fields["legacy_kwargs"]``, only when it holds more than cache/rollout_id
+=========================  ====================================================================================
+
+The DSPy 3.4 ``messages`` next to an lm15 ``request`` are a display copy DSPy derives from that request, so
+they are not read again.
+
+Fields an old entry lacks: a missing ``uuid`` is derived, deterministically, as the uuid5 of the entry's
+canonical JSON (sorted keys, no spaces) in the namespace :data:`LEGACY_UUID_NAMESPACE`, so identical
+entries get identical uuids. A missing ``model`` (2.5.0 - 2.5.3, DummyLM before 3.2) or ``timestamp`` cannot be
+derived from anything in the entry: it raises :class:`~dspy_rdf.errors.TraceInputError` unless the caller
+passes ``model=`` / ``timestamp=``. Every field filled in so is listed in
+``extra_fields["dspy_rdf_filled"]`` (``{"uuid": "derived", "model": "given", "timestamp": "given"}``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuid_lib
+from typing import Any
+
+from dspy_rdf import model as m
+from dspy_rdf.dspy33 import _fail, _float, _kind, _obj, _str
+from dspy_rdf.sources.openai_chat import (
+    citation_from_provider,
+    config_from_kwargs,
+    messages_from_openai,
+    tool_call_from_provider,
+    tools_from_openai,
+    usage_from_openai,
+)
+
+__all__ = ["FILLED_KEY", "LEGACY_UUID_NAMESPACE", "entry_from_history_dict", "is_history_dict", "output_from_legacy"]
+
+LEGACY_UUID_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, "urn:dspy-rdf:legacy-history-entry")
+"""The uuid5 namespace of the uuids derived for entries that have none."""
+
+FILLED_KEY = "dspy_rdf_filled"
+"""``extra_fields`` key listing the canonical fields dspy-rdf filled in: ``{field: "derived" | "given"}``."""
+
+# Keys every version writes; an entry needs outputs and something that says what was asked.
+_ASKED_KEYS = frozenset({"prompt", "messages", "request"})
+_READ_KEYS = frozenset(
+    {"prompt", "messages", "kwargs", "response", "outputs", "usage", "cost", "timestamp", "uuid", "model"}
+    | {"response_model", "model_type", "request"}
+)
+_RENAMED = ("provider_response", "legacy_usage", "legacy_prompt", "lm15_request", "legacy_kwargs", FILLED_KEY)
+
+
+def _is_dspy33_typed_entry(value: dict[str, Any]) -> bool:
+    """DSPy 3.3's ``LMHistoryEntry`` JSON (``model_dump`` or ``to_dict``): a typed request and an
+    ``LMResponse`` with ``outputs``; the DSPy 3.3 reader takes those."""
+    response = value.get("response")
+    return isinstance(value.get("request"), dict) and isinstance(response, dict) and "outputs" in response
+
+
+def is_history_dict(value: Any) -> bool:
+    """Whether ``value`` is a legacy ``lm.history`` entry dict (DSPy 2.5 to 3.4): ``outputs`` next to
+    ``messages``, ``prompt`` or ``request``, and not DSPy 3.3 typed ``LMHistoryEntry`` JSON. Never raises."""
+    return (
+        isinstance(value, dict)
+        and "outputs" in value
+        and bool(_ASKED_KEYS & value.keys())
+        and not _is_dspy33_typed_entry(value)
+    )
+
+
+def output_from_legacy(value: Any, path: str) -> m.LMOutput:
+    """One legacy output (what ``lm(...)`` returned) -> ``LMOutput``, as DSPy's ``lm_output_from_legacy_output``.
+
+    A string is one text part; null is an empty output; an object gives, in order, a text part (``text``,
+    when non-empty), a thinking part (``reasoning_content``), tool-call parts (``tool_calls``), citation
+    parts (``citations``), and ``logprobs``. Its other keys, which DSPy drops, are kept in
+    ``provider_data``.
+    """
+    if isinstance(value, str):
+        return m.LMOutput(parts=[m.LMTextPart(text=value)])
+    if value is None:
+        return m.LMOutput()
+    if not isinstance(value, dict):
+        raise _fail(path, f"expected a string, an object or null, got {_kind(value)}")
+    parts: list[m.LMPart] = []
+    text = value.get("text")
+    if text:
+        if not isinstance(text, str):
+            raise _fail(f"{path}.text", f"expected a string, got {_kind(text)}")
+        parts.append(m.LMTextPart(text=text))
+    reasoning = value.get("reasoning_content")
+    if reasoning:
+        if not isinstance(reasoning, str):
+            raise _fail(f"{path}.reasoning_content", f"expected a string, got {_kind(reasoning)}")
+        parts.append(m.LMThinkingPart(text=reasoning))
+    for key, read in (("tool_calls", tool_call_from_provider), ("citations", citation_from_provider)):
+        items = value.get(key) or []
+        if not isinstance(items, list):
+            raise _fail(f"{path}.{key}", f"expected a list, got {_kind(items)}")
+        parts.extend(read(item, f"{path}.{key}[{i}]") for i, item in enumerate(items))
+    read_keys = ("text", "reasoning_content", "tool_calls", "citations", "logprobs")
+    extras = {k: v for k, v in value.items() if k not in read_keys and v is not None}
+    return m.LMOutput(parts=parts, logprobs=value.get("logprobs"), provider_data=extras)
+
+
+def _derived_uuid(value: dict[str, Any]) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return str(uuid_lib.uuid5(LEGACY_UUID_NAMESPACE, canonical))
+
+
+def _prompt_is_redundant(prompt: Any, messages: Any) -> bool:
+    """DSPy 2.5 logged ``messages = messages or [{"role": "user", "content": prompt}]`` next to the prompt."""
+    return (
+        isinstance(messages, list)
+        and len(messages) == 1
+        and isinstance(messages[0], dict)
+        and messages[0].get("role") == "user"
+        and messages[0].get("content") == prompt
+    )
+
+
+def _request_from_call(d: dict[str, Any], path: str, prefix: str, model: str, extra: dict[str, Any]) -> m.LMRequest:
+    """The request as ``LMRequest.from_call(model=..., prompt=..., messages=..., **kwargs)`` builds it."""
+    kwargs = d.get("kwargs")
+    if kwargs is None:
+        kwargs = {}
+    kwargs = dict(_obj(kwargs, f"{prefix}kwargs"))
+    tools = tools_from_openai(kwargs.pop("tools", None), f"{prefix}kwargs.tools")
+    config = config_from_kwargs(kwargs, f"{prefix}kwargs")
+    prompt, messages = d.get("prompt"), d.get("messages")
+    if messages is not None:
+        parsed = messages_from_openai(messages, f"{prefix}messages")
+        if prompt is not None and not _prompt_is_redundant(prompt, messages):
+            extra["legacy_prompt"] = prompt
+    else:
+        # DSPy: a prompt (or nothing at all) is one user message with one text part
+        text = _str(d, "prompt", path) or ""
+        parsed = [m.LMMessage(role="user", parts=[m.LMTextPart(text=text)])]
+    return m.LMRequest(model=model, messages=parsed, tools=tools, config=config)
+
+
+def _request_from_lm15(d: dict[str, Any], prefix: str, extra: dict[str, Any]) -> m.LMRequest:
+    from dspy_rdf.sources.lm15 import request_from_lm15  # imported late: lm15 support is a sibling module
+
+    request = request_from_lm15(d["request"], f"{prefix}request")
+    kwargs = d.get("kwargs")
+    if kwargs is None:
+        kwargs = {}
+    kwargs = _obj(kwargs, f"{prefix}kwargs")
+    # DSPy 3.4 accepts only cache and rollout_id next to an explicit Request: its memoization controls,
+    # which DSPy 3.3 records as config.cache.
+    if kwargs.keys() <= {"cache", "rollout_id"}:
+        cache = config_from_kwargs(dict(kwargs), f"{prefix}kwargs").cache
+        if cache is not None:
+            request.config.cache = cache
+    else:
+        extra["legacy_kwargs"] = kwargs
+    return request
+
+
+def _usage(value: Any, path: str, extra: dict[str, Any]) -> m.LMUsage | None:
+    if isinstance(value, dict):
+        return usage_from_openai(value, path) if value else None
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        extra["legacy_usage"] = value  # DummyLM's placeholder: not a usage record
+        return None
+    raise _fail(path, f"expected a usage object, got {_kind(value)}")
+
+
+def entry_from_history_dict(
+    value: Any, path: str = "", *, model: str | None = None, timestamp: str | None = None
+) -> m.LMHistoryEntry:
+    """Read one legacy ``lm.history`` entry dict as an ``LMHistoryEntry`` (see the module docstring).
+
+    ``model`` and ``timestamp`` are used only when the entry has none (DSPy 2.5.0 - 2.5.3 and DummyLM
+    before 3.2 write neither); without them such an entry is an error. Errors name the field by its dotted path,
+    prefixed by ``path`` (``[3].messages[0].content``).
+    """
+    p = path or "entry"
+    prefix = f"{path}." if path else ""
+    d = _obj(value, p)
+    if _is_dspy33_typed_entry(d):
+        raise _fail(p, "this is a DSPy 3.3 typed LMHistoryEntry (request + response with outputs); read it as DSPy 3.3 JSON")
+    if "outputs" not in d:
+        raise _fail(f"{prefix}outputs", "is required: a history entry records what the LM returned")
+    clash = sorted(k for k in _RENAMED if k in d)
+    if clash:
+        raise _fail(p, f"field(s) {', '.join(clash)} would be overwritten by the legacy fields kept under those names")
+    extra: dict[str, Any] = {k: v for k, v in d.items() if k not in _READ_KEYS}
+    filled: dict[str, str] = {}
+
+    if isinstance(d.get("request"), dict):
+        request = _request_from_lm15(d, prefix, extra)
+    else:
+        if d.get("request") is not None:
+            extra["lm15_request"] = d["request"]
+        model_name = _str(d, "model", p)
+        if model_name is None:
+            if model is None:
+                raise _fail(f"{prefix}model", "the entry does not say which model was called (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); pass model=")
+            model_name, filled["model"] = model, "given"
+        request = _request_from_call(d, p, prefix, model_name, extra)
+
+    raw_outputs = d["outputs"]
+    if not isinstance(raw_outputs, list):
+        raise _fail(f"{prefix}outputs", f"expected a list, got {_kind(raw_outputs)}")
+    outputs = [output_from_legacy(o, f"{prefix}outputs[{i}]") for i, o in enumerate(raw_outputs)]
+    if not outputs:
+        outputs = [m.LMOutput(metadata={"empty_legacy_outputs": True})]  # DSPy's marker for "returned nothing"
+    response = m.LMResponse(
+        outputs=outputs,
+        model=_str(d, "response_model", p) or request.model,
+        usage=_usage(d.get("usage"), f"{prefix}usage", extra),
+        cost=_float(d, "cost", p),
+    )
+    if "response" in d:
+        extra["provider_response"] = d["response"]
+
+    entry_timestamp = _str(d, "timestamp", p)
+    if entry_timestamp is None:
+        if timestamp is None:
+            raise _fail(f"{prefix}timestamp", "the entry does not say when it was recorded (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); pass timestamp=")
+        entry_timestamp, filled["timestamp"] = timestamp, "given"
+    entry_uuid = _str(d, "uuid", p)
+    if entry_uuid is None:
+        entry_uuid, filled["uuid"] = _derived_uuid(d), "derived"
+    if filled:
+        extra[FILLED_KEY] = filled
+    return m.LMHistoryEntry(
+        request=request,
+        response=response,
+        timestamp=entry_timestamp,
+        uuid=entry_uuid,
+        model_type=_str(d, "model_type", p),
+        extra_fields=extra,
+    )
+

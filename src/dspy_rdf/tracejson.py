@@ -1,0 +1,297 @@
+"""Traces <-> JSON and live DSPy objects: the one entry point for every DSPy shape a user holds.
+
+:func:`trace_from_json` reads a parsed JSON value of any supported shape and says where it is wrong;
+:func:`trace_from_dspy` does the same for live DSPy objects. Both detect the shape, or take
+``source_format=`` to force one:
+
+================  =======================================================================  =====================
+source_format     what                                                                     source_kind
+================  =======================================================================  =====================
+dspy33            DSPy 3.3 typed objects / ``model_dump(mode="json")``                     entry, history, request,
+                                                                                           response, message, part
+lm15              DSPy 3.4 ``dspy.lm15`` objects / their serde JSON                        request, response,
+                                                                                           message, part
+history_dict      ``lm.history`` entries as dicts, DSPy 2.5 to 3.4 (one, or a list)        entry, history
+openai_chat       OpenAI chat-completions request, response, or ``{request, response}``    request, response,
+                                                                                           request_response
+react_trajectory  ``dspy.ReAct`` ``Prediction.trajectory``                                 trajectory
+dspy_callback     a program run recorded by :class:`dspy_rdf.capture.TraceRecorder`        program_run
+================  =======================================================================  =====================
+
+:func:`trace_to_json` writes a trace as JSON that :func:`trace_from_json` reads back to an equal trace: DSPy 3.3
+JSON for the kinds DSPy has an object for (so a trace read from lm15, history dicts or OpenAI payloads comes
+out as the equivalent DSPy 3.3 objects), the original dict for a trajectory, and a small dspy-rdf envelope
+(``{"dspy_rdf_kind": ...}``) for ``request_response`` and ``program_run``, which DSPy has no object for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dspy_rdf import dspy33
+from dspy_rdf import model as m
+from dspy_rdf.errors import TraceInputError
+from dspy_rdf.sources import trajectory
+
+__all__ = ["detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
+
+ENVELOPE_KEY = "dspy_rdf_kind"
+_ENVELOPE_KINDS = ("request_response", "program_run")
+_OPENAI_KINDS = {"openai_request": "lm_request", "openai_response": "lm_response", "openai_exchange": "request_response"}
+
+
+# --- detection -------------------------------------------------------------------------------------------
+
+
+def _detect_one(value: Any) -> tuple[str, str] | None:
+    """(source_format, source_kind) of a JSON object, or None when no reader claims it."""
+    from dspy_rdf.sources.history_dict import is_history_dict
+    from dspy_rdf.sources.lm15 import detect_lm15
+    from dspy_rdf.sources.openai_chat import detect_openai
+
+    if not isinstance(value, dict):
+        return None
+    if ENVELOPE_KEY in value:
+        kind = value[ENVELOPE_KEY]
+        if kind in _ENVELOPE_KINDS:
+            return str(value.get("source_format", "dspy33")), kind
+        return None
+    if trajectory.is_trajectory(value):
+        return "react_trajectory", "trajectory"
+    if (kind := detect_lm15(value)) is not None:
+        return "lm15", kind
+    if is_history_dict(value):
+        return "history_dict", "lm_history_entry"
+    if (kind := detect_openai(value)) is not None:
+        return "openai_chat", _OPENAI_KINDS[kind]
+    try:
+        return "dspy33", dspy33.detect_kind(value)
+    except TraceInputError:
+        return None
+
+
+def detect_source(value: Any) -> tuple[m.SourceFormat, m.SourceKind]:
+    """Say which DSPy shape a parsed JSON value is, as ``(source_format, source_kind)``, or raise
+    :class:`TraceInputError` listing the shapes that are understood."""
+    if isinstance(value, list):
+        if not value:
+            raise TraceInputError("an empty list holds no history entries")
+        first = _detect_one(value[0])
+        if first is not None and first[1] == "lm_history_entry":
+            return first[0], "lm_history"
+    elif (found := _detect_one(value)) is not None:
+        return found
+    if isinstance(value, dict):
+        keys = ", ".join(sorted(map(str, value))[:10]) or "none"
+        what = f"a JSON object with keys {keys}"
+    else:
+        what = dspy33._kind(value)
+    raise TraceInputError(
+        f"cannot tell what DSPy object this is ({what}); expected a DSPy 3.3 LMHistoryEntry, LMRequest, LMResponse, "
+        "LMMessage or LMPart, a DSPy 3.4 lm15 Request, Response, Message or part, an lm.history entry dict (or a list "
+        "of them), an OpenAI chat-completions request or response, or a dspy.ReAct trajectory"
+    )
+
+
+# --- JSON -> trace -----------------------------------------------------------------------------------------
+
+
+def trace_from_json(
+    value: Any,
+    *,
+    source_format: m.SourceFormat | None = None,
+    source_index: int | None = None,
+    model: str | None = None,
+    timestamp: str | None = None,
+) -> m.Trace:
+    """Read one parsed JSON value of any supported DSPy shape as a trace.
+
+    ``source_format`` forces the reader (see the module docstring) instead of detecting the shape. ``model``
+    and ``timestamp`` fill in history-dict entries from DSPy versions that did not record them (DSPy 2.5.0 to
+    2.5.3, and ``DummyLM`` up to 3.1); what was filled in is recorded in the entry's ``extra_fields``.
+    """
+    fmt, kind = detect_source(value) if source_format is None else _kind_within(value, source_format)
+    trace = _read(value, fmt, kind, model=model, timestamp=timestamp)
+    trace.source_index = source_index
+    return trace
+
+
+def _kind_within(value: Any, source_format: str) -> tuple[str, str]:
+    if source_format not in m.SOURCE_FORMATS:
+        raise TraceInputError(f"unknown source format {source_format!r}; expected one of {', '.join(m.SOURCE_FORMATS)}")
+    if source_format == "history_dict":
+        return source_format, "lm_history" if isinstance(value, list) else "lm_history_entry"
+    if source_format == "react_trajectory":
+        return source_format, "trajectory"
+    if source_format == "dspy33":
+        return source_format, dspy33.detect_kind(value)
+    if source_format == "lm15":
+        from dspy_rdf.sources.lm15 import lm15_kind
+
+        kind = lm15_kind(value)  # by shape: forced lm15 JSON need not carry an lm15-only mark
+    elif source_format == "openai_chat":
+        from dspy_rdf.sources.openai_chat import detect_openai
+
+        kind = _OPENAI_KINDS.get(detect_openai(value) or "")
+    else:
+        kind = value.get(ENVELOPE_KEY) if isinstance(value, dict) else None
+    if kind is None:
+        raise TraceInputError(f"this is not {_FORMAT_NAMES[source_format]} (forced with --from {source_format})")
+    return source_format, kind
+
+
+_FORMAT_NAMES = {
+    "dspy33": "DSPy 3.3 JSON",
+    "lm15": "a DSPy 3.4 lm15 Request, Response, Message or part",
+    "history_dict": "an lm.history entry dict",
+    "openai_chat": "an OpenAI chat-completions request or response",
+    "react_trajectory": "a dspy.ReAct trajectory",
+    "dspy_callback": "a dspy-rdf program run",
+}
+
+
+def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
+    trace = m.Trace(source_kind=kind, source_format=fmt)
+    if fmt == "dspy33" and kind not in _ENVELOPE_KINDS:
+        trace = dspy33.trace_from_json(value)
+    elif fmt == "react_trajectory":
+        trace.messages = trajectory.messages_from_trajectory(value)
+    elif kind == "program_run":
+        from dspy_rdf.run_json import run_from_json
+
+        trace = run_from_json(value)
+    elif kind == "request_response" and ENVELOPE_KEY in value:
+        trace.request = dspy33.request_from_json(value.get("request"), "request")
+        trace.response = dspy33.response_from_json(value.get("response"), "response")
+    elif fmt == "lm15":
+        from dspy_rdf.sources import lm15
+
+        if kind == "lm_request":
+            trace.request = lm15.request_from_lm15(value)
+        elif kind == "lm_response":
+            trace.response = lm15.response_from_lm15(value)
+        elif kind == "lm_message":
+            trace.messages = [lm15.message_from_lm15(value, "message")]
+        else:
+            trace.parts = [lm15.part_from_lm15(value, "part")]
+    elif fmt == "history_dict":
+        from dspy_rdf.sources.history_dict import entry_from_history_dict
+
+        if kind == "lm_history":
+            if not isinstance(value, list):
+                raise TraceInputError(f"expected a list of history entries, got {dspy33._kind(value)}")
+            trace.entries = [entry_from_history_dict(e, f"[{i}]", **fill) for i, e in enumerate(value)]
+        else:
+            trace.entries = [entry_from_history_dict(value, **fill)]
+    elif fmt == "openai_chat":
+        from dspy_rdf.sources import openai_chat
+
+        if kind == "request_response":
+            trace.request, trace.response = openai_chat.exchange_from_openai(value)
+        elif kind == "lm_request":
+            trace.request = openai_chat.request_from_openai(value)
+        else:
+            trace.response = openai_chat.response_from_openai(value)
+    else:
+        raise TraceInputError(f"a {kind} cannot be read as {_FORMAT_NAMES.get(fmt, fmt)}")
+    trace.source_format = fmt
+    return trace
+
+
+# --- trace -> JSON -----------------------------------------------------------------------------------------
+
+
+def trace_to_json(trace: m.Trace) -> Any:
+    """Write a trace as JSON that :func:`trace_from_json` reads back to an equal trace."""
+    kind = trace.source_kind
+    if kind == "trajectory":
+        return trajectory.trajectory_to_json(trace.messages)
+    if kind == "program_run":
+        from dspy_rdf.run_json import run_to_json
+
+        return run_to_json(trace)
+    if kind == "request_response":
+        return {
+            ENVELOPE_KEY: kind,
+            "source_format": trace.source_format,
+            "request": dspy33.request_to_json(trace.request),
+            "response": dspy33.response_to_json(trace.response),
+        }
+    return dspy33.trace_to_json(trace)
+
+
+# --- live DSPy objects -------------------------------------------------------------------------------------
+
+
+def _to_jsonable(value: Any) -> Any:
+    """A JSON value for a live object: pydantic models dump themselves, containers recurse, the rest is text."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return _to_jsonable(value.model_dump(mode="json"))
+    return str(value)
+
+
+def _is_lm15(obj: Any) -> bool:
+    module = type(obj).__module__
+    return module.startswith("dspy._vendor.lm15") or module.split(".")[0] == "lm15"
+
+
+def trace_from_dspy(obj: Any, *, source_format: m.SourceFormat | None = None) -> m.Trace:
+    """Read live DSPy objects of any supported version as a trace.
+
+    Accepts DSPy 3.3 typed objects (``LMHistoryEntry``, ``LMRequest``, ``LMResponse``, ``LMMessage``, any part),
+    DSPy 3.4 lm15 objects, ``lm.history`` (typed entries or dicts, or the LM itself), and a ``dspy.ReAct``
+    ``Prediction`` (its trajectory).
+    """
+    if hasattr(obj, "history") and hasattr(obj, "forward") and isinstance(obj.history, list):
+        obj = obj.history  # a DSPy LM: its history
+    if hasattr(obj, "trajectory") and isinstance(getattr(obj, "trajectory"), dict):
+        obj = obj.trajectory  # a ReAct Prediction
+    if _is_lm15(obj):
+        from dspy_rdf.sources.lm15 import lm15_to_json
+
+        kind, data = lm15_to_json(obj)
+        return _read(data, "lm15", kind)
+    if isinstance(obj, (list, tuple)):
+        obj = [_entry_jsonable(e) for e in obj]
+    elif hasattr(obj, "model_dump") or isinstance(obj, dict):
+        obj = _entry_jsonable(obj)
+    else:
+        raise TraceInputError(
+            f"cannot read a {type(obj).__name__} as a DSPy trace; expected a DSPy 3.3 or 3.4 LM object (history entry, "
+            "request, response, message, part), an LM or its history, or a dspy.ReAct Prediction"
+        )
+    return trace_from_json(obj, source_format=source_format)
+
+
+def _entry_jsonable(obj: Any) -> Any:
+    if _is_lm15(obj):
+        from dspy_rdf.sources.lm15 import lm15_to_json
+
+        return lm15_to_json(obj)[1]
+    if hasattr(obj, "model_dump") and type(obj).__name__ == "LMHistoryEntry":
+        # A typed entry also reads as a Mapping of its derived legacy fields; its own dump is the lossless form.
+        return obj.model_dump(mode="json")
+    return _to_jsonable(obj)
+
+
+def trace_to_dspy(trace: m.Trace) -> Any:
+    """Build the DSPy 3.3 object(s) a trace holds (requires ``dspy>=3.3``); kinds DSPy has no object for raise ValueError."""
+    if trace.source_kind in ("lm_message", "lm_part"):
+        try:
+            import pydantic
+            from dspy.core.types import LMMessage, LMPart
+        except ImportError as exc:  # pragma: no cover - exercised only without dspy
+            raise ImportError("trace_to_dspy needs DSPy 3.3: pip install 'dspy-rdf[dspy]'") from exc
+        data = dspy33.trace_to_json(trace)
+        if trace.source_kind == "lm_message":
+            return LMMessage.model_validate(data)
+        return pydantic.TypeAdapter(LMPart).validate_python(data)
+    if trace.source_kind in ("request_response", "trajectory", "program_run"):
+        raise ValueError(f"DSPy has no object for a {trace.source_kind} trace; use trace_to_json")
+    return dspy33.trace_to_dspy(trace)

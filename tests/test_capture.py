@@ -1,0 +1,260 @@
+"""Live capture: real DSPy 3.3.1 programs run offline, recorded by TraceRecorder, exported and checked."""
+
+from __future__ import annotations
+
+import threading
+
+import dspy
+import pytest
+from dspy.core.types import LMOutput, LMRequest, LMResponse, LMTextPart, LMToolCallPart, LMToolSpec, LMUsage
+from dspy.utils import DummyLM
+
+from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
+from dspy_rdf import model as m
+from dspy_rdf.capture import FileSink, MemorySink, TraceRecorder, summarize
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def divide(a: int, b: int) -> float:
+    """Divide a by b."""
+    return a / b
+
+
+def record(program, lm, **inputs) -> list[m.Trace]:
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+    with dspy.context(lm=lm, callbacks=[recorder]):
+        program(**inputs)
+    assert recorder.errors == []
+    return sink.traces
+
+
+def calls_of(trace: m.Trace, cls: type) -> list:
+    return [c for c in trace.calls if isinstance(c, cls)]
+
+
+def assert_round_trips_and_conforms(trace: m.Trace) -> None:
+    report = validate_traces([trace])
+    assert report.conforms, str(report)
+    [(_, back)] = parse_traces(serialize_traces([trace], RdfFormat.N_QUADS), RdfFormat.N_QUADS)
+    assert back == trace
+
+
+def react_lm() -> DummyLM:
+    return DummyLM(
+        [
+            {"next_thought": "Add first.", "next_tool_name": "add", "next_tool_args": {"a": 2, "b": 3}},
+            {"next_thought": "Now divide by zero.", "next_tool_name": "divide", "next_tool_args": {"a": 5, "b": 0}},
+            {"next_thought": "That failed; finish.", "next_tool_name": "finish", "next_tool_args": {}},
+            {"reasoning": "2 + 3 = 5", "answer": "5"},
+        ]
+    )
+
+
+def test_a_react_run_with_a_failing_tool_is_one_conforming_trace():
+    [trace] = record(dspy.ReAct("question -> answer", tools=[add, divide]), react_lm(), question="2 + 3, then / 0?")
+    assert (trace.source_kind, trace.source_format, trace.dspy_version) == ("program_run", "dspy_callback", dspy.__version__)
+    root = trace.calls[0]
+    assert isinstance(root, m.ModuleCall) and root.module_class == "dspy.predict.react.ReAct" and root.parent_call is None
+    assert root.input_summary == {"args": [], "kwargs": {"question": "2 + 3, then / 0?"}}
+    assert root.output_summary["answer"] == "5"
+    lm_calls = calls_of(trace, m.LMCall)
+    tools = calls_of(trace, m.ToolExecution)
+    assert len(lm_calls) == 4 and all(c.entry is not None for c in lm_calls)
+    assert [t.tool_call.name for t in tools] == ["add", "divide", "finish"]
+    assert [t.tool_call.args for t in tools] == [{"a": 2, "b": 3}, {"a": 5, "b": 0}, {}]
+    assert tools[0].tool_result.result == 5 and tools[0].tool_result.is_error is False
+    assert tools[1].tool_result.is_error is True and tools[1].error == "ZeroDivisionError: division by zero"
+    assert tools[1].tool_result.error == tools[1].error
+    # ReAct asks for tools in text fields: each execution is linked to the LM call just before it, marked inferred.
+    for tool in tools:
+        decider = trace.calls[tool.decided_by]
+        assert tool.pairing == "preceding_lm_call" and isinstance(decider, m.LMCall)
+        assert decider.ended_at <= tool.started_at
+    assert [trace.calls.index(t) > t.decided_by for t in tools] == [True] * 3
+    # Order is the order calls started, and each call's time span lies within its parent's.
+    assert [c.started_at for c in trace.calls] == sorted(c.started_at for c in trace.calls)
+    for call in trace.calls[1:]:
+        parent = trace.calls[call.parent_call]
+        assert parent.started_at <= call.started_at <= call.ended_at <= parent.ended_at
+    assert_round_trips_and_conforms(trace)
+
+
+def test_usage_is_preserved_from_the_lm_history():
+    lm = react_lm()
+    [trace] = record(dspy.ReAct("question -> answer", tools=[add, divide]), lm, question="q")
+    entries = [c.entry for c in calls_of(trace, m.LMCall)]
+    assert [e.uuid for e in entries] == [h["uuid"] for h in lm.history]
+    assert [e.response.usage.total_tokens for e in entries] == [h["usage"]["total_tokens"] for h in lm.history]
+
+
+class CallTools(dspy.Module):
+    """Predict tool calls with a dspy.ToolCalls output, then execute them (one raises)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tools = {t.name: t for t in (dspy.Tool(add), dspy.Tool(divide))}
+        self.predict = dspy.Predict("question: str, tools: list[dspy.Tool] -> tool_calls: dspy.ToolCalls")
+
+    def forward(self, question: str):
+        calls = self.predict(question=question, tools=list(self.tools.values())).tool_calls
+        results = []
+        for call in calls.tool_calls:
+            try:
+                results.append(self.tools[call.name](**call.args))
+            except ZeroDivisionError as err:
+                results.append(str(err))
+        return dspy.Prediction(results=results)
+
+
+def test_tool_calls_returned_as_dspy_toolcalls_are_paired_with_their_executions():
+    lm = DummyLM([{"tool_calls": {"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}, {"name": "divide", "args": {"a": 1, "b": 0}}]}}])
+    [trace] = record(CallTools(), lm, question="1+2 and 1/0")
+    predict = next(c for c in calls_of(trace, m.ModuleCall) if c.module_class.endswith("Predict"))
+    assert [(p.name, p.args) for p in predict.tool_calls] == [("add", {"a": 1, "b": 2}), ("divide", {"a": 1, "b": 0})]
+    tools = calls_of(trace, m.ToolExecution)
+    index = trace.calls.index(predict)
+    assert [(t.answers, t.pairing) for t in tools] == [
+        (m.PartRef(call=index, output=None, part=0), "name_and_args"),
+        (m.PartRef(call=index, output=None, part=1), "name_and_args"),
+    ]
+    assert [t.tool_result.is_error for t in tools] == [False, True]
+    assert_round_trips_and_conforms(trace)
+
+
+class ScriptedLM(dspy.BaseLM):
+    """A typed DSPy 3.3 LM answering from a script, so DSPy writes typed LMHistoryEntry objects."""
+
+    forward_contract = "typed_lm"
+
+    def __init__(self, script: list[LMResponse]) -> None:
+        super().__init__(model="scripted/typed-lm", cache=False)
+        self.script = list(script)
+
+    def forward(self, request: LMRequest) -> LMResponse:
+        return self.script.pop(0)
+
+
+class NativeToolLoop(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tool = dspy.Tool(add)
+
+    def forward(self, question: str):
+        spec = LMToolSpec(name="add", parameters=self.tool.args)
+        with dspy.context(experimental=True):
+            response = dspy.settings.lm(dspy.User(question), tools=[spec])
+        call = response.tool_calls[0]
+        return dspy.Prediction(answer=self.tool(**call.args))
+
+
+def test_native_tool_call_parts_are_paired_with_their_executions():
+    call = LMToolCallPart(id="call_7", name="add", args={"a": 4, "b": 5})
+    lm = ScriptedLM([LMResponse(model="m", outputs=[LMOutput(parts=[LMTextPart(text="Adding."), call])], usage=LMUsage(input_tokens=9, output_tokens=3))])
+    [trace] = record(NativeToolLoop(), lm, question="4+5?")
+    [lm_call] = calls_of(trace, m.LMCall)
+    [tool] = calls_of(trace, m.ToolExecution)
+    assert tool.answers == m.PartRef(call=trace.calls.index(lm_call), output=0, part=1) and tool.pairing == "name_and_args"
+    assert lm_call.entry.response.outputs[0].parts[1].call_id == "call_7"
+    assert lm_call.entry.response.usage.total_tokens == 12
+    assert tool.tool_result.result == 9
+    assert_round_trips_and_conforms(trace)
+    nquads = serialize_traces([trace], RdfFormat.N_QUADS).decode()
+    assert "/entry/response/output/0/part/1>" in nquads.split("/answers>")[1].splitlines()[0]
+
+
+def test_a_multi_turn_history_keeps_every_turn_in_order():
+    predict = dspy.Predict("question, history: dspy.History -> answer")
+    lm = DummyLM([{"answer": "Paris"}, {"answer": "About 2 million"}])
+    history = dspy.History(messages=[])
+    first = record(predict, lm, question="Capital of France?", history=history)
+    history = dspy.History(messages=[{"question": "Capital of France?", "answer": "Paris"}])
+    second = record(predict, lm, question="Its population?", history=history)
+    assert len(first) == len(second) == 1
+    [lm_call] = calls_of(second[0], m.LMCall)
+    messages = lm_call.entry.request.messages
+    assert [msg.role for msg in messages] == ["system", "user", "assistant", "user"]
+    texts = [msg.parts[0].text for msg in messages]
+    assert "Capital of France?" in texts[1] and "Paris" in texts[2] and "Its population?" in texts[3]
+    assert_round_trips_and_conforms(second[0])
+
+
+def test_runs_in_parallel_threads_are_separate_and_complete():
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+    errors = []
+
+    def run(i: int) -> None:
+        lm = DummyLM([{"next_thought": "t", "next_tool_name": "add", "next_tool_args": {"a": i, "b": 1}},
+                      {"next_thought": "done", "next_tool_name": "finish", "next_tool_args": {}},
+                      {"reasoning": "r", "answer": str(i + 1)}])
+        try:
+            with dspy.context(lm=lm, callbacks=[recorder]):
+                dspy.ReAct("question -> answer", tools=[add])(question=f"{i} + 1?")
+        except Exception as err:  # surfaced below: a thread's exception would otherwise vanish
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and recorder.errors == []
+    assert len(sink.traces) == 6
+    answers = sorted(t.calls[0].output_summary["answer"] for t in sink.traces)
+    assert answers == sorted(str(i + 1) for i in range(6))
+    for trace in sink.traces:
+        [first_tool, _] = calls_of(trace, m.ToolExecution)
+        assert first_tool.tool_result.result == first_tool.tool_call.args["a"] + 1
+        assert len(calls_of(trace, m.LMCall)) == 3
+
+
+def test_a_module_that_raises_is_recorded_with_its_error():
+    class Boom(dspy.Module):
+        def forward(self, x):
+            raise RuntimeError("kaboom")
+
+    sink = MemorySink()
+    with dspy.context(callbacks=[TraceRecorder(sink)]), pytest.raises(RuntimeError):
+        Boom()(x=1)
+    [trace] = sink.traces
+    assert trace.calls[0].error == "RuntimeError: kaboom" and trace.calls[0].output_summary is None
+    assert_round_trips_and_conforms(trace)
+
+
+@pytest.mark.parametrize("suffix", [".nq", ".jsonl"])
+def test_a_file_sink_appends_runs_that_read_back_equal(tmp_path, suffix):
+    from dspy_rdf import read_traces
+
+    path = tmp_path / f"runs{suffix}"
+    recorder = TraceRecorder(FileSink(path))
+    memory = MemorySink()
+    recorder.on_run = memory.write
+    for question in ("a?", "b?"):
+        with dspy.context(lm=react_lm(), callbacks=[recorder]):
+            dspy.ReAct("question -> answer", tools=[add, divide])(question=question)
+    if suffix == ".nq":
+        back = [t for _, t in parse_traces(path, RdfFormat.N_QUADS)]
+        assert sorted(back, key=lambda t: t.started_at) == memory.traces
+    else:
+        back = [item.trace for item in read_traces(path)]
+        assert [t.source_index for t in back] == [0, 1]
+        for trace in back:
+            trace.source_index = None  # the line number in the file; a recorded run has none
+        assert back == memory.traces
+
+
+def test_a_file_sink_refuses_formats_that_cannot_be_appended(tmp_path):
+    with pytest.raises(ValueError, match=r"\.nq\) or JSON Lines"):
+        FileSink(tmp_path / "runs.ttl")
+
+
+def test_summaries_cut_long_strings_and_describe_objects():
+    summary = summarize({"text": "x" * 3000, "obj": object(), "n": [1, 2.5, None, float("nan")]}, max_chars=10)
+    assert summary["text"] == "x" * 10 + "… [2990 more characters]"
+    assert summary["obj"].startswith("<object ob… [")
+    assert summary["n"] == [1, 2.5, None, "nan"]
