@@ -21,6 +21,31 @@ def test_export_then_to_json_gives_back_equal_json(tmp_path, fmt):
     assert json.loads(back.read_text(encoding="utf-8")) == load("history_entry_all_parts.json")
 
 
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "history_entry_all_parts.json",  # dspy33
+        "dspy341_lm15_request.json",
+        "dspy341_lm15_response.json",
+        "dspy341_lm15_message.json",
+        "dspy341_lm15_part_tool_call.json",
+        "history_dicts_dspy2.5.43.json",  # DummyLM: exported with --fill-model and --fill-timestamp
+        "history_dicts_dspy3.4.1.json",
+        "openai_request_all_parts.json",
+        "openai_exchange_tool_loop.json",
+        "openai_response_logprobs.json",
+        "dspy341_react_trajectory.json",
+    ],
+)
+def test_to_json_output_exports_to_the_same_graph_for_every_source_shape(tmp_path, fixture):
+    first, back, second = tmp_path / "first.nq", tmp_path / "back.json", tmp_path / "second.nq"
+    fill = ["--fill-model", "dummy", "--fill-timestamp", "2026-01-01T00:00:00+00:00"] if "2.5" in fixture else []
+    assert main(["export", str(DATA / fixture), "-o", str(first), *fill]) == 0
+    assert main(["to-json", str(first), "-o", str(back)]) == 0
+    assert main(["export", str(back), "-o", str(second)]) == 0
+    assert sorted(second.read_text(encoding="utf-8").splitlines()) == sorted(first.read_text(encoding="utf-8").splitlines())
+
+
 def test_a_jsonl_file_goes_back_to_the_same_lines(tmp_path):
     out, back = tmp_path / "all.trig", tmp_path / "back.jsonl"
     assert main(["export", str(bundled_traces_path()), "-o", str(out)]) == 0

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,7 +39,10 @@ from typing import Any, Protocol
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
+from dspy_rdf.dspy33 import entry_from_json
 from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.sources.history_dict import entry_from_history_dict
+from dspy_rdf.tracejson import _to_jsonable, trace_from_dspy
 
 try:
     import dspy
@@ -61,8 +65,11 @@ _MAX_ITEMS = 200
 _MAX_DEPTH = 12
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+_PENDING = ""  # a call's times are set from _Run.starts/ends when its run is built
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
 
 def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, _depth: int = 0) -> Any:
@@ -159,6 +166,9 @@ class FileSink:
 @dataclass
 class _Run:
     calls: list[m.Call] = field(default_factory=list)
+    # Handlers note epoch seconds (cheap); they become xsd:dateTime text when the run is built.
+    starts: list[float] = field(default_factory=list)
+    ends: list[float | None] = field(default_factory=list)
     raw_entries: dict[int, Any] = field(default_factory=dict)  # LM call index -> the live history entry
     open_calls: int = 0
 
@@ -189,6 +199,7 @@ class TraceRecorder(BaseCallback):
     # -- bookkeeping --
 
     def _start(self, call_id: str, call: m.Call) -> None:
+        started = time.time()
         parent_id = ACTIVE_CALL_ID.get()
         with self._lock:
             parent = self._where.get(parent_id) if parent_id is not None else None
@@ -198,17 +209,20 @@ class TraceRecorder(BaseCallback):
                 run, call.parent_call = parent[0], parent[1]
             call.dspy_call_id = call_id
             run.calls.append(call)
+            run.starts.append(started)
+            run.ends.append(None)
             run.open_calls += 1
             self._where[call_id] = (run, len(run.calls) - 1)
 
     def _end(self, call_id: str, exception: BaseException | None, update: Callable[[_Run, int, Any], None]) -> None:
+        ended = time.time()
         with self._lock:
             found = self._where.pop(call_id, None)
             if found is None:
                 return  # started before this recorder was attached
             run, index = found
             call = run.calls[index]
-            call.ended_at = _now()
+            run.ends[index] = ended
             call.error = _error_text(exception)
             update(run, index, call)
             run.open_calls -= 1
@@ -224,7 +238,7 @@ class TraceRecorder(BaseCallback):
             call_id,
             m.ModuleCall(
                 module_class=f"{cls.__module__}.{cls.__qualname__}",
-                started_at=_now(),
+                started_at=_PENDING,
                 input_summary=summarize(inputs, max_chars=self.max_chars),
             ),
         )
@@ -241,7 +255,7 @@ class TraceRecorder(BaseCallback):
         last = history[-1] if isinstance(history, list) and history else None
         with self._lock:
             self._lm_marks[call_id] = (instance, last)
-        self._start(call_id, m.LMCall(model=getattr(instance, "model", None), started_at=_now()))
+        self._start(call_id, m.LMCall(model=getattr(instance, "model", None), started_at=_PENDING))
 
     def on_lm_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         with self._lock:
@@ -263,12 +277,10 @@ class TraceRecorder(BaseCallback):
         self._end(call_id, exception, update)
 
     def on_tool_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        from dspy_rdf.tracejson import _to_jsonable
-
         # Arguments are kept exactly (not summarized): they are what pairs an execution with its tool-call part.
         args = _to_jsonable(inputs.get("kwargs", inputs))
         name = str(getattr(instance, "name", type(instance).__name__))
-        self._start(call_id, m.ToolExecution(tool_call=m.ToolCall(name=name, args=args), started_at=_now()))
+        self._start(call_id, m.ToolExecution(tool_call=m.ToolCall(name=name, args=args), started_at=_PENDING))
 
     def on_tool_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: m.ToolExecution) -> None:
@@ -295,11 +307,12 @@ class TraceRecorder(BaseCallback):
             logger.warning(message)
 
     def _build(self, run: _Run) -> m.Trace:
-        from dspy_rdf.tracejson import trace_from_dspy
-
         for index, raw in run.raw_entries.items():
-            run.calls[index].entry = trace_from_dspy(raw).entries[0]
-        _pair_tool_executions(run.calls)
+            run.calls[index].entry = _history_entry(raw)
+        for call, started, ended in zip(run.calls, run.starts, run.ends):
+            call.started_at = _iso(started)
+            call.ended_at = None if ended is None else _iso(ended)
+        _pair_tool_executions(run.calls, run.starts, run.ends)
         root = run.calls[0]
         return m.Trace(
             source_kind="program_run",
@@ -309,6 +322,15 @@ class TraceRecorder(BaseCallback):
             ended_at=root.ended_at,
             calls=run.calls,
         )
+
+
+def _history_entry(raw: Any) -> m.LMHistoryEntry:
+    """The canonical form of one live ``lm.history`` entry, by the direct reader for its shape."""
+    if isinstance(raw, dict):
+        return entry_from_history_dict(raw)
+    if type(raw).__name__ == "LMHistoryEntry" and hasattr(raw, "model_dump"):
+        return entry_from_json(raw.model_dump(mode="json"))
+    return trace_from_dspy(raw).entries[0]
 
 
 def _returned_tool_calls(outputs: Any) -> list[m.LMToolCallPart]:
@@ -326,7 +348,7 @@ def _returned_tool_calls(outputs: Any) -> list[m.LMToolCallPart]:
     return parts
 
 
-def _pair_tool_executions(calls: list[m.Call]) -> None:
+def _pair_tool_executions(calls: list[m.Call], starts: list[float], ends: list[float | None]) -> None:
     """Link each tool execution to the tool-call part (or else the LM call) of its module call that asked for it."""
     claimed: set[m.PartRef] = set()
     for index, call in enumerate(calls):
@@ -353,7 +375,8 @@ def _pair_tool_executions(calls: list[m.Call]) -> None:
             continue
         for i in reversed(scope):
             lm = calls[i]
-            if isinstance(lm, m.LMCall) and lm.ended_at is not None and lm.ended_at <= call.started_at:
+            lm_ended = ends[i]
+            if isinstance(lm, m.LMCall) and lm_ended is not None and lm_ended <= starts[index]:
                 call.decided_by, call.pairing = i, "preceding_lm_call"
                 break
 

@@ -37,6 +37,7 @@ __all__ = ["detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy
 
 ENVELOPE_KEY = "dspy_rdf_kind"
 _ENVELOPE_KINDS = ("request_response", "program_run")
+_CONTENT = "content"
 _OPENAI_KINDS = {"openai_request": "lm_request", "openai_response": "lm_response", "openai_exchange": "request_response"}
 
 
@@ -52,9 +53,9 @@ def _detect_one(value: Any) -> tuple[str, str] | None:
     if not isinstance(value, dict):
         return None
     if ENVELOPE_KEY in value:
-        kind = value[ENVELOPE_KEY]
-        if kind in _ENVELOPE_KINDS:
-            return str(value.get("source_format", "dspy33")), kind
+        kind, fmt = value[ENVELOPE_KEY], value.get("source_format", "dspy33")
+        if fmt in m.SOURCE_FORMATS and (kind in _ENVELOPE_KINDS or (kind in m.SOURCE_KINDS and _CONTENT in value)):
+            return fmt, kind
         return None
     if trajectory.is_trajectory(value):
         return "react_trajectory", "trajectory"
@@ -152,7 +153,12 @@ _FORMAT_NAMES = {
 
 def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
     trace = m.Trace(source_kind=kind, source_format=fmt)
-    if fmt == "dspy33" and kind not in _ENVELOPE_KINDS:
+    if isinstance(value, dict) and ENVELOPE_KEY in value and _CONTENT in value:
+        dspy33._check_keys(value, frozenset({ENVELOPE_KEY, "source_format", _CONTENT}), "", "a dspy-rdf trace envelope")
+        trace = dspy33.trace_from_json(value[_CONTENT])
+        if trace.source_kind != kind:
+            raise TraceInputError(f"field {_CONTENT}: holds a {trace.source_kind}, but {ENVELOPE_KEY} says {kind}")
+    elif fmt == "dspy33" and kind not in _ENVELOPE_KINDS:
         trace = dspy33.trace_from_json(value)
     elif fmt == "react_trajectory":
         trace.messages = trajectory.messages_from_trajectory(value)
@@ -217,7 +223,11 @@ def trace_to_json(trace: m.Trace) -> Any:
             "request": dspy33.request_to_json(trace.request),
             "response": dspy33.response_to_json(trace.response),
         }
-    return dspy33.trace_to_json(trace)
+    if trace.source_format == "dspy33":
+        return dspy33.trace_to_json(trace)
+    # Canonical (DSPy 3.3) JSON of content read from another shape, in an envelope that keeps where it came from,
+    # so that exporting to-json's output gives the same trace and IRI.
+    return {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: dspy33.trace_to_json(trace)}
 
 
 # --- live DSPy objects -------------------------------------------------------------------------------------

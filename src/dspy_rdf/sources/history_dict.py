@@ -235,7 +235,7 @@ def entry_from_history_dict(
         model_name = _str(d, "model", p)
         if model_name is None:
             if model is None:
-                raise _fail(f"{prefix}model", "the entry does not say which model was called (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); pass model=")
+                raise _fail(f"{prefix}model", "the entry does not say which model was called (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-model (model= in Python)")
             model_name, filled["model"] = model, "given"
         request = _request_from_call(d, p, prefix, model_name, extra)
 
@@ -257,7 +257,7 @@ def entry_from_history_dict(
     entry_timestamp = _str(d, "timestamp", p)
     if entry_timestamp is None:
         if timestamp is None:
-            raise _fail(f"{prefix}timestamp", "the entry does not say when it was recorded (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); pass timestamp=")
+            raise _fail(f"{prefix}timestamp", "the entry does not say when it was recorded (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-timestamp (timestamp= in Python)")
         entry_timestamp, filled["timestamp"] = timestamp, "given"
     entry_uuid = _str(d, "uuid", p)
     if entry_uuid is None:
