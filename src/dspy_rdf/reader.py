@@ -452,9 +452,15 @@ class _Graph:
         return cls(metadata=metadata, **fields)
 
 
+# Derived facts (schema subset ``derived``) are allowed and ignored: the writer recomputes them from the trace.
+_DERIVED_TRACE_SLOTS = frozenset(
+    {"lm_call_count", "message_count", "tool_call_count", "tool_result_count"}
+    | {"input_tokens_total", "output_tokens_total", "cost_total"}
+)
 _TRACE_SLOTS = frozenset(
     {"source_kind", "source_format", "source_index", "dspy_version", "entries", "request", "response", "messages"}
     | {"parts", "calls", "started_at", "ended_at"}
+    | _DERIVED_TRACE_SLOTS
 )
 _CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "error", "position"}
 _CALL_SLOTS = {
@@ -483,7 +489,7 @@ _PART_SLOTS = {
     "binary": frozenset({*_PART_COMMON, *_SOURCE, "filename"}),
     "document": frozenset({*_PART_COMMON, *_SOURCE, "source", "citations", "title", "context"}),
     "tool_call": frozenset({*_PART_COMMON, "name", "call_id", "args", "provider_data"}),
-    "tool_result": frozenset({*_PART_COMMON, "call_id", "name", "content", "is_error", "provider_data"}),
+    "tool_result": frozenset({*_PART_COMMON, "call_id", "name", "content", "is_error", "provider_data", "answers"}),
     "thinking": frozenset({*_PART_COMMON, "text", "redacted"}),
     "citation": frozenset({*_PART_COMMON, "text", "title", "url"}),
 }

@@ -77,11 +77,19 @@ def _double(value: float) -> str:
 
 
 class _Writer:
-    __slots__ = ("out", "tail")
+    __slots__ = ("out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost")
 
     def __init__(self, tail: str) -> None:
         self.out: list[str] = []
         self.tail = tail
+        # Gathered while writing, for the derived facts (schema subset ``derived``) written at the end of a trace.
+        self.lm_calls = 0
+        self.messages = 0
+        self.tool_calls: dict[str | None, list[str]] = {}  # call id -> tool-call part nodes
+        self.tool_results: list[tuple[str, str | None]] = []  # (tool-result part node, call id)
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.cost: float | None = None
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -115,11 +123,34 @@ class _Writer:
         if trace.response is not None:
             add(f"{s} {P.response} <{iri}/response>{t}")
             self.response(trace.response, f"{iri}/response")
+        if trace.request is not None or trace.response is not None:
+            self.lm_calls += 1
+        self.derived(s)
+
+    def derived(self, s: str) -> None:
+        add = self.out.append
+        t = self.tail
+        add(f"{s} {P.lm_call_count} {_int(self.lm_calls)}{t}")
+        add(f"{s} {P.message_count} {_int(self.messages)}{t}")
+        add(f"{s} {P.tool_call_count} {_int(sum(len(nodes) for nodes in self.tool_calls.values()))}{t}")
+        add(f"{s} {P.tool_result_count} {_int(len(self.tool_results))}{t}")
+        if self.input_tokens is not None:
+            add(f"{s} {P.input_tokens_total} {_int(self.input_tokens)}{t}")
+        if self.output_tokens is not None:
+            add(f"{s} {P.output_tokens_total} {_int(self.output_tokens)}{t}")
+        if self.cost is not None:
+            add(f"{s} {P.cost_total} {_double(self.cost)}{t}")
+        calls = self.tool_calls
+        for result, call_id in self.tool_results:
+            if call_id is not None:
+                for call in calls.get(call_id, ()):
+                    add(f"{result} {P.answers} {call}{t}")
 
     def entry(self, entry: m.LMHistoryEntry, iri: str, position: int | None) -> None:
         add = self.out.append
         t = self.tail
         s = f"<{iri}>"
+        self.lm_calls += 1
         add(f"{s} {_TYPE} {C['LMHistoryEntry']}{t}")
         if position is not None:
             add(f"{s} {P.position} {_int(position)}{t}")
@@ -168,6 +199,7 @@ class _Writer:
         add = self.out.append
         t = self.tail
         s = f"<{iri}>"
+        self.messages += 1
         add(f"{parent} {P.messages} {s}{t}")
         add(f"{s} {_TYPE} {C['LMMessage']}{t}")
         add(f"{s} {P.position} {_int(position)}{t}")
@@ -314,6 +346,7 @@ class _Writer:
             add(f"{s} {P.model} {_s(r.model)}{t}")
         if r.cost is not None:
             add(f"{s} {P.cost} {_double(r.cost)}{t}")
+            self.cost = r.cost if self.cost is None else self.cost + r.cost
         add(f"{s} {P.cache_hit} {_TRUE if r.cache_hit else _FALSE}{t}")
         if r.response_id is not None:
             add(f"{s} {P.response_id} {_s(r.response_id)}{t}")
@@ -341,6 +374,10 @@ class _Writer:
             us = f"<{iri}/usage>"
             add(f"{s} {P.usage} {us}{t}")
             add(f"{us} {_TYPE} {C['LMUsage']}{t}")
+            if u.input_tokens is not None:
+                self.input_tokens = (self.input_tokens or 0) + u.input_tokens
+            if u.output_tokens is not None:
+                self.output_tokens = (self.output_tokens or 0) + u.output_tokens
             for name in m.USAGE_TOKEN_FIELDS:
                 value = getattr(u, name)
                 if value is not None:
@@ -369,6 +406,7 @@ class _Writer:
             if kind == "text" or kind == "refusal":
                 add(f"{s} {P.text} {_s(part.text)}{t}")
             elif kind == "tool_call":
+                self.tool_calls.setdefault(part.call_id, []).append(s)
                 add(f"{s} {P.name} {_s(part.name)}{t}")
                 if part.call_id is not None:
                     add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
@@ -377,6 +415,7 @@ class _Writer:
                 if part.provider_data:
                     add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
             elif kind == "tool_result":
+                self.tool_results.append((s, part.call_id))
                 if part.call_id is not None:
                     add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
                 if part.name is not None:

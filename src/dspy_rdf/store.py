@@ -1,0 +1,342 @@
+"""Trace stores: one named graph per trace, in an embedded pyoxigraph store on disk or any SPARQL 1.1 server.
+
+:func:`open_store` takes a directory (embedded, the default) or an ``http(s)://`` URL (remote, see
+:mod:`dspy_rdf.remote`). Both implement :class:`TraceStore`:
+
+- :meth:`TraceStore.put` writes traces, each into the named graph of its IRI, replacing what that graph held,
+  so exporting the same input twice leaves exactly the same quads. A trace is written whole or not at all.
+- :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same structure from
+  every store, so that analytics give identical answers embedded and remote.
+- :meth:`TraceStore.delete`, :meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats`, :meth:`TraceStore.dump`.
+
+Embedded writes go in batches: one pyoxigraph transaction (``Store.load``) holds many whole traces, which is
+what makes per-trace atomicity fast. A trace that is already stored is removed first (its own transaction):
+trace IRIs are content hashes, so the graph it replaces holds the same trace, and a reader sees the old whole
+trace, then briefly none, then the new whole trace, never a part of one. ``bulk=True`` uses pyoxigraph's bulk
+loader instead, which is faster but not transactional: if it is interrupted, a trace may be half written until
+the same input is exported again without ``bulk``.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyoxigraph as ox
+
+from dspy_rdf import model as m
+from dspy_rdf import vocab as v
+from dspy_rdf.errors import DspyRdfError
+from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.writer import trace_lines
+
+__all__ = [
+    "DEFAULT_STORE",
+    "STORE_ENV",
+    "EmbeddedStore",
+    "PutReport",
+    "StoreError",
+    "StoreLockedError",
+    "TraceStore",
+    "default_store_target",
+    "open_store",
+    "term_value",
+]
+
+DEFAULT_STORE = Path(".dspy-rdf") / "store"
+"""Where the embedded store lives when neither ``--store`` nor ``$DSPY_RDF_STORE`` says otherwise."""
+STORE_ENV = "DSPY_RDF_STORE"
+
+SparqlJson = dict[str, Any]
+"""SPARQL 1.1 Query Results JSON: ``{"head": {"vars": [...]}, "results": {"bindings": [...]}}``."""
+
+
+class StoreError(DspyRdfError, OSError):
+    """A store could not be opened, read or written; the message says which store and what failed."""
+
+
+class StoreLockedError(StoreError):
+    """The embedded store is open for writing in another process."""
+
+
+@dataclass
+class PutReport:
+    """What :meth:`TraceStore.put` did: IRIs written (in input order), replaced (already stored), and failed with why."""
+
+    written: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    triples: int = 0
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    iri: str
+    data: bytes
+    triples: int
+
+
+def encode_traces(traces: Iterable[m.Trace], *, base: str) -> Iterator[_Encoded | tuple[str, str]]:
+    """Each trace as N-Quads bytes in its own graph (or ``(iri, reason)`` when it cannot be encoded); repeats dropped."""
+    seen: set[str] = set()
+    for trace in traces:
+        iri, lines = trace_lines(trace, base=base)
+        if iri in seen:
+            continue
+        seen.add(iri)
+        try:
+            data = "".join(lines).encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates cannot be stored as RDF text
+            yield iri, f"text that is not valid Unicode (a lone surrogate at character {exc.start} of the trace's N-Quads)"
+            continue
+        yield _Encoded(iri, data, len(lines))
+
+
+class TraceStore(ABC):
+    """A store of traces, one named graph per trace."""
+
+    location: str
+
+    # --- what each store implements ---------------------------------------------------------------------
+
+    @abstractmethod
+    def _write_batch(self, batch: list[_Encoded], *, bulk: bool) -> list[str]:
+        """Write whole traces, replacing their graphs; return the IRIs that were already stored."""
+
+    @abstractmethod
+    def select(self, sparql: str) -> SparqlJson:
+        """Run a SPARQL SELECT (or ASK) query; return SPARQL 1.1 JSON results."""
+
+    @abstractmethod
+    def delete(self, iri: str) -> bool:
+        """Remove a trace's graph; return whether it was there."""
+
+    @abstractmethod
+    def dump(self, handle: BinaryIO, *, traces: list[str] | None = None, trig: bool = False) -> int:
+        """Write the whole store (or the given traces) as N-Quads, or TriG; return the number of traces written."""
+
+    def close(self) -> None:
+        """Release the store (flush and unlock); the store object is unusable afterwards."""
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- shared behaviour -----------------------------------------------------------------------------------
+
+    def put(
+        self,
+        traces: Iterable[m.Trace],
+        *,
+        base: str = DEFAULT_BASE,
+        bulk: bool = False,
+        batch_triples: int = 200_000,
+        progress: Callable[[int], None] | None = None,
+    ) -> PutReport:
+        """Write traces, each into the named graph of its IRI (replacing it), ``batch_triples`` at a time.
+
+        ``progress`` is called with the number of traces of each batch once it is stored. Traces that cannot be
+        written are listed in :attr:`PutReport.failed`; the others are written regardless. Exceptions from the store
+        itself (disk, network) propagate after what was written before them is reported in the exception's
+        ``report`` attribute, so a caller can say which traces were not written.
+        """
+        check_base(base)
+        report = PutReport()
+        pending: list[_Encoded] = []
+        size = 0
+
+        def flush() -> None:
+            nonlocal pending, size
+            if not pending:
+                return
+            try:
+                replaced = self._write_batch(pending, bulk=bulk)
+            except StoreError as exc:
+                exc.report = report  # type: ignore[attr-defined]
+                raise
+            report.written += [e.iri for e in pending]
+            report.replaced += replaced
+            report.triples += size
+            if progress is not None:
+                progress(len(pending))
+            pending, size = [], 0
+
+        for item in encode_traces(traces, base=base):
+            if isinstance(item, tuple):
+                report.failed.append(item)
+                continue
+            pending.append(item)
+            size += item.triples
+            if size >= batch_triples:
+                flush()
+        flush()
+        return report
+
+    def trace_iris(self) -> list[str]:
+        """IRIs of the stored traces, sorted."""
+        rows = self.select(f"SELECT ?g WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }} ORDER BY ?g")
+        return [b["g"]["value"] for b in rows["results"]["bindings"]]
+
+    def stats(self) -> dict[str, int]:
+        """Counts over the whole store: traces, LM calls, tool calls, tool results, messages, triples."""
+        d = v.DSPY
+        query = f"""
+            SELECT (COUNT(?g) AS ?traces) (SUM(?lm) AS ?lm_calls) (SUM(?tc) AS ?tool_calls)
+                   (SUM(?tr) AS ?tool_results) (SUM(?msg) AS ?messages)
+            WHERE {{ GRAPH ?g {{ ?g a <{d}Trace> ; <{d}lm_call_count> ?lm ; <{d}tool_call_count> ?tc ;
+                                    <{d}tool_result_count> ?tr ; <{d}message_count> ?msg }} }}"""
+        [row] = self.select(query)["results"]["bindings"]
+        counts = {name: int(row[name]["value"]) if name in row else 0 for name in ("traces", "lm_calls", "tool_calls", "tool_results", "messages")}
+        [row] = self.select("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")["results"]["bindings"]
+        counts["triples"] = int(row["n"]["value"])
+        return counts
+
+
+# --- embedded ------------------------------------------------------------------------------------------------
+
+
+class EmbeddedStore(TraceStore):
+    """A persistent pyoxigraph store in a directory (created if missing).
+
+    ``read_only=True`` opens it for queries while another process may be writing to it.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        try:
+            if read_only:
+                if not self.path.is_dir():
+                    raise StoreError(f"no store at {self.path} (export traces into it first)")
+                self._store = ox.Store.read_only(str(self.path))
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self._store = ox.Store(str(self.path))
+        except OSError as exc:
+            if isinstance(exc, StoreError):
+                raise
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(
+                    f"the store at {self.path} is locked: it is open for writing in another process (another dspy-rdf export?); wait for it to finish "
+                    "(queries can still read it)"
+                ) from None
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
+        self.read_only = read_only
+
+    @property
+    def oxigraph(self) -> ox.Store:
+        """The underlying :class:`pyoxigraph.Store`."""
+        return self._store
+
+    def _write_batch(self, batch: list[_Encoded], *, bulk: bool) -> list[str]:
+        store = self._store
+        replaced = []
+        try:
+            for item in batch:
+                graph = ox.NamedNode(item.iri)
+                if store.contains_named_graph(graph):
+                    store.remove_graph(graph)
+                    replaced.append(item.iri)
+            data = b"".join(item.data for item in batch)
+            if bulk:
+                store.bulk_load(data, ox.RdfFormat.N_QUADS)
+            else:
+                store.load(data, ox.RdfFormat.N_QUADS)  # one transaction: every trace of the batch, or none
+        except OSError as exc:
+            raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
+        return replaced
+
+    def select(self, sparql: str) -> SparqlJson:
+        """Run a SPARQL query with pyoxigraph; return SPARQL 1.1 JSON results."""
+        try:
+            result = self._store.query(sparql)
+        except SyntaxError as exc:
+            raise ValueError(f"not a valid SPARQL query: {exc}") from None
+        if isinstance(result, bool):
+            return {"head": {}, "boolean": result}
+        if not isinstance(result, ox.QuerySolutions):
+            raise ValueError("expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query")
+        names = [var.value for var in result.variables]
+        bindings = []
+        for solution in result:
+            row = {}
+            for name in names:
+                term = solution[name]
+                if term is not None:
+                    row[name] = _term_json(term)
+            bindings.append(row)
+        return {"head": {"vars": names}, "results": {"bindings": bindings}}
+
+    def delete(self, iri: str) -> bool:
+        graph = ox.NamedNode(iri)
+        if not self._store.contains_named_graph(graph):
+            return False
+        self._store.remove_graph(graph)
+        return True
+
+    def dump(self, handle: BinaryIO, *, traces: list[str] | None = None, trig: bool = False) -> int:
+        fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
+        names = traces if traces is not None else self.trace_iris()
+        for iri in names:
+            graph = ox.NamedNode(iri)
+            if not self._store.contains_named_graph(graph):
+                raise StoreError(f"no trace {iri} in the store at {self.path}")
+            quads = self._store.quads_for_pattern(None, None, None, graph)
+            handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
+        return len(names)
+
+    def close(self) -> None:
+        if not self.read_only:
+            self._store.flush()
+        del self._store
+
+
+def _term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dict[str, str]:
+    if isinstance(term, ox.NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, ox.BlankNode):
+        return {"type": "bnode", "value": term.value}
+    if isinstance(term, ox.Literal):
+        out = {"type": "literal", "value": term.value}
+        if term.language:
+            out["xml:lang"] = term.language
+        elif term.datatype.value != v.XSD_STRING:
+            out["datatype"] = term.datatype.value
+        return out
+    raise ValueError(f"unsupported RDF term in a query result: {term!r}")
+
+
+_NUMERIC = {v.XSD_INTEGER: int, "http://www.w3.org/2001/XMLSchema#decimal": float, v.XSD_DOUBLE: float}
+
+
+def term_value(term: dict[str, str] | None) -> Any:
+    """A Python value for one SPARQL JSON result term: numbers and booleans typed, everything else its text."""
+    if term is None:
+        return None
+    datatype = term.get("datatype")
+    if datatype in _NUMERIC:
+        return _NUMERIC[datatype](term["value"])
+    if datatype == v.XSD_BOOLEAN:
+        return term["value"] in ("true", "1")
+    return term["value"]
+
+
+def default_store_target() -> str:
+    """The store to use when none is given: ``$DSPY_RDF_STORE``, else ``.dspy-rdf/store``."""
+    return os.environ.get(STORE_ENV) or str(DEFAULT_STORE)
+
+
+def open_store(target: str | Path | None = None, *, read_only: bool = False) -> TraceStore:
+    """Open a store: an ``http(s)://`` URL is a remote SPARQL 1.1 server, anything else a directory (embedded)."""
+    target = str(target) if target is not None else default_store_target()
+    if target.startswith(("http://", "https://")):
+        from dspy_rdf.remote import RemoteStore
+
+        return RemoteStore(target)
+    return EmbeddedStore(target, read_only=read_only)
