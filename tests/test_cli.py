@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -120,8 +121,8 @@ def test_the_demo_stores_validates_and_prints_analytics(tmp_path, capsys):
     assert main(["demo", "--store", str(store)]) == 0  # re-running replaces each trace's graph
     out = capsys.readouterr().out
     assert out.count("exported 9 bundled DSPy 3.3.1 traces") == 2
-    first, second = (int(part.split(" quads")[0].rsplit("(", 1)[1]) for part in out.split("exported")[1:])
-    assert first == second
+    first, second = re.findall(r"\((\d+) traces, (\d+) triples in the store\)", out)
+    assert first == second == ("9", first[1])
     assert "all traces conform" in out and "search web  4" in out
     shutil.rmtree(store)
 

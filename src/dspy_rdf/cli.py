@@ -80,8 +80,12 @@ class _Inputs:
 def _export(args: argparse.Namespace) -> int:
     from dspy_rdf.formats import RdfFormat, write_traces
 
-    fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
     inputs = _Inputs(args.files, args, strict=args.strict)
+    if args.output is None:
+        return _export_to_store(args, inputs)
+    if args.bulk:
+        raise ValueError("--bulk applies to --store only")
+    fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
     with _progress(args.files) as progress, _atomic_output(args.output) as handle:
         count = write_traces(inputs.traces(progress), handle, fmt, base=args.base)
     notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
@@ -89,6 +93,81 @@ def _export(args: argparse.Namespace) -> int:
         notes.append(f"{inputs.read - count} duplicate(s) of a trace already written")
     print(f"wrote {count} trace(s) to {args.output} ({fmt.value})" + "".join(f"; {n}" for n in notes))
     return 1 if inputs.skipped else 0
+
+
+def _export_to_store(args: argparse.Namespace, inputs: _Inputs) -> int:
+    from dspy_rdf.store import StoreError, open_store
+
+    with _progress(args.files) as progress, open_store(args.store) as store:
+        try:
+            report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk)
+        except StoreError as exc:
+            done = getattr(exc, "report", None)
+            written = len(done.written) if done is not None else 0
+            print(
+                f"error: {exc}\n{written} trace(s) were written to {store.location} before the failure; the traces after "
+                "them were not. Run the same command again to complete the export (stored traces are replaced by "
+                "identical ones).",
+                file=sys.stderr,
+            )
+            return 2
+    for iri, reason in report.failed:
+        print(f"not written: {iri}: {reason}", file=sys.stderr)
+    notes = [f"{len(report.replaced)} replaced"] if report.replaced else []
+    if inputs.skipped:
+        notes.append(f"skipped {inputs.skipped} bad input(s)")
+    if inputs.read > len(report.written) + len(report.failed):
+        notes.append(f"{inputs.read - len(report.written) - len(report.failed)} duplicate(s) of a trace already written")
+    if report.failed:
+        notes.append(f"{len(report.failed)} could not be written")
+    mode = " (bulk load)" if args.bulk else ""
+    print(
+        f"stored {len(report.written)} trace(s), {report.triples} triples, in {store.location}{mode}" + "".join(f"; {n}" for n in notes)
+    )
+    return 1 if inputs.skipped or report.failed else 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from dspy_rdf.store import open_store
+
+    with open_store(args.store, read_only=True) as store:
+        counts = store.stats()
+        location = store.location
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        print(f"store: {location}")
+        for name, value in counts.items():
+            print(f"{name.replace('_', ' '):13} {value}")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from dspy_rdf.store import open_store
+
+    missing = 0
+    with open_store(args.store) as store:
+        for iri in args.traces:
+            if store.delete(iri):
+                print(f"deleted {iri}")
+            else:
+                print(f"no trace {iri} in {store.location}", file=sys.stderr)
+                missing += 1
+    return 1 if missing else 0
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from dspy_rdf.store import open_store
+
+    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
+    with open_store(args.store, read_only=True) as store:
+        if args.output is None:
+            count = store.dump(sys.stdout.buffer, traces=args.trace or None, trig=trig)
+        else:
+            with _atomic_output(args.output) as handle:
+                count = store.dump(handle, traces=args.trace or None, trig=trig)
+    print(f"dumped {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+    return 0
 
 
 def _to_json(args: argparse.Namespace) -> int:
@@ -136,6 +215,12 @@ def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], f
     parser.add_argument("--fill-timestamp", metavar="ISO_DATETIME", help=f"timestamp {fill}")
 
 
+def _store_option(parser: argparse.ArgumentParser, default_help: str) -> None:
+    parser.add_argument(
+        "--store", metavar="PATH|URL", help=f"store directory (embedded) or SPARQL server URL (default: {default_help})"
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from dspy_rdf.identity import DEFAULT_BASE
     from dspy_rdf.model import SOURCE_FORMATS
@@ -144,17 +229,48 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     formats = ["ttl", "nt", "nq", "trig", "jsonld"]
 
+    store_help = "$DSPY_RDF_STORE, else ./.dspy-rdf/store"
     source_formats = list(SOURCE_FORMATS)
     from_help = "read every input as this DSPy shape instead of detecting it: " + ", ".join(source_formats)
 
     export = sub.add_parser("export", help="convert DSPy traces (JSON/JSONL of any supported shape) to RDF")
     export.add_argument("files", nargs="+", type=Path, help="DSPy JSON (.json: one trace) or JSON Lines (.jsonl: one trace per line)")
     _input_options(export, source_formats, from_help)
-    export.add_argument("-o", "--output", type=Path, required=True, help="output file")
+    target = export.add_mutually_exclusive_group(required=True)
+    target.add_argument("-o", "--output", type=Path, help="output file")
+    target.add_argument(
+        "--store",
+        nargs="?",
+        const="",
+        metavar="PATH|URL",
+        help=f"write into a store instead: a directory (embedded; default {store_help}) or a SPARQL server URL",
+    )
     export.add_argument("--format", choices=formats, help="RDF format (default: from the output file's extension)")
     export.add_argument("--base", default=DEFAULT_BASE, help=f"prefix of trace IRIs (default: {DEFAULT_BASE})")
     export.add_argument("--strict", action="store_true", help="stop at the first bad input instead of skipping it")
+    export.add_argument(
+        "--bulk",
+        action="store_true",
+        help="with an embedded --store: pyoxigraph's bulk loader, faster for first loads but not atomic (see README)",
+    )
     export.set_defaults(run=_export)
+
+    stats = sub.add_parser("stats", help="count traces, LM calls, tool calls and triples in a store")
+    _store_option(stats, store_help)
+    stats.add_argument("--json", action="store_true", help="print the counts as one JSON object")
+    stats.set_defaults(run=_stats)
+
+    delete = sub.add_parser("delete", help="remove traces (their named graphs) from a store")
+    delete.add_argument("traces", nargs="+", metavar="TRACE", help="trace IRI")
+    _store_option(delete, store_help)
+    delete.set_defaults(run=_delete)
+
+    dump = sub.add_parser("dump", help="write a store's traces as N-Quads or TriG")
+    _store_option(dump, store_help)
+    dump.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
+    dump.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
+    dump.add_argument("--format", choices=["nq", "trig"], help="default: from the output file's extension, else nq")
+    dump.set_defaults(run=_dump)
 
     to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to JSON (DSPy 3.3 JSON for DSPy's objects)")
     to_json.add_argument("file", type=Path, help="RDF file (.ttl, .nt, .nq, .trig, .jsonld)")

@@ -5,20 +5,15 @@
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-import pyoxigraph as ox
-
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.store import DEFAULT_STORE, EmbeddedStore, default_store_target
 from dspy_rdf.validation import validate_traces
-from dspy_rdf.writer import trace_lines
 
 __all__ = ["DEFAULT_STORE", "bundled_traces_path", "run_demo"]
-
-DEFAULT_STORE = Path(".dspy-rdf") / "store"
 
 
 def bundled_traces_path() -> Path:
@@ -40,28 +35,25 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
     """Run the main job; return 0 when every trace was stored and conforms."""
-    store_path = store_path or Path(os.environ.get("DSPY_RDF_STORE", DEFAULT_STORE))
     items = list(read_traces(bundled_traces_path()))
     traces = [item.trace for item in items if item.trace is not None]
-    store_path.mkdir(parents=True, exist_ok=True)
-    store = ox.Store(str(store_path))
-    for trace in traces:
-        iri, lines = trace_lines(trace)
-        graph = ox.NamedNode(iri)
-        if store.contains_named_graph(graph):
-            store.remove_graph(graph)
-        store.load("".join(lines).encode("utf-8"), ox.RdfFormat.N_QUADS)
-    store.flush()
-    print(f"exported {len(traces)} bundled DSPy 3.3.1 traces into {store_path} ({len(store)} quads in the store)", file=out)
-    report = validate_traces(traces)
-    print(f"SHACL: {'all traces conform' if report.conforms else report}", file=out)
-    for name, title in (
-        ("part_kinds", "Parts by kind"),
-        ("tool_calls_per_tool", "Tool calls per tool"),
-        ("tokens_per_model", "LM calls, tokens and cost per model"),
-    ):
-        solutions = store.query(_query_text(name))
-        header = [var.value for var in solutions.variables]
-        rows = [[("" if term is None else term.value) for term in solution] for solution in solutions]
-        print(f"\n{title}\n{_table(rows, header)}", file=out)
-    return 0 if report.conforms and len(traces) == len(items) else 1
+    with EmbeddedStore(store_path or default_store_target()) as store:
+        put = store.put(traces)
+        counts = store.stats()
+        print(
+            f"exported {len(put.written)} bundled DSPy 3.3.1 traces into {store.location} "
+            f"({counts['traces']} traces, {counts['triples']} triples in the store)",
+            file=out,
+        )
+        report = validate_traces(traces)
+        print(f"SHACL: {'all traces conform' if report.conforms else report}", file=out)
+        for name, title in (
+            ("part_kinds", "Parts by kind"),
+            ("tool_calls_per_tool", "Tool calls per tool"),
+            ("tokens_per_model", "LM calls, tokens and cost per model"),
+        ):
+            results = store.select(_query_text(name))
+            header = results["head"]["vars"]
+            rows = [[row[var]["value"] if var in row else "" for var in header] for row in results["results"]["bindings"]]
+            print(f"\n{title}\n{_table(rows, header)}", file=out)
+    return 0 if report.conforms and len(traces) == len(items) and not put.failed else 1

@@ -334,7 +334,7 @@ def default_store_target() -> str:
 
 def open_store(target: str | Path | None = None, *, read_only: bool = False) -> TraceStore:
     """Open a store: an ``http(s)://`` URL is a remote SPARQL 1.1 server, anything else a directory (embedded)."""
-    target = str(target) if target is not None else default_store_target()
+    target = str(target) if target else default_store_target()
     if target.startswith(("http://", "https://")):
         from dspy_rdf.remote import RemoteStore
 

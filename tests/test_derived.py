@@ -1,0 +1,106 @@
+"""Derived facts the writer adds (schema subset ``derived``): per-trace totals and result-to-call links,
+checked against values computed here from the model objects."""
+
+from __future__ import annotations
+
+import pyoxigraph as ox
+import pytest
+
+from conftest import load
+from dspy_rdf import model as m
+from dspy_rdf import vocab as v
+from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.tracejson import trace_from_json
+
+FIXTURES = [
+    "history_entry_all_parts.json",
+    "request_all_parts.json",
+    "response_all_parts.json",
+    "react_history.json",
+    "dspy341_history_dicts.json",
+    "dspy341_lm15_request.json",
+    "openai_exchange_tool_loop.json",
+    "dspy341_react_trajectory.json",
+]
+
+
+def walk_parts(parts: list[m.LMPart]):
+    for part in parts:
+        yield part
+        if isinstance(part, m.LMToolResultPart):
+            yield from walk_parts(part.content)
+
+
+def all_parts(trace: m.Trace):
+    requests = [e.request for e in trace.entries] + ([trace.request] if trace.request else [])
+    responses = [e.response for e in trace.entries] + ([trace.response] if trace.response else [])
+    messages = [msg for r in requests for msg in r.messages] + trace.messages
+    for message in messages:
+        yield from walk_parts(message.parts)
+    for response in responses:
+        for output in response.outputs:
+            yield from walk_parts(output.parts)
+    yield from walk_parts(trace.parts)
+
+
+def store_of(trace: m.Trace) -> ox.Store:
+    store = ox.Store()
+    store.load(serialize_traces([trace], RdfFormat.N_QUADS), ox.RdfFormat.N_QUADS)
+    return store
+
+
+def value(store: ox.Store, slot: str):
+    found = list(store.quads_for_pattern(None, ox.NamedNode(v.slot_iri(slot)), None))
+    assert len(found) <= 1
+    return None if not found else found[0].object.value
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_per_trace_totals_equal_what_the_trace_holds(name):
+    trace = trace_from_json(load(name))
+    store = store_of(trace)
+    parts = list(all_parts(trace))
+    responses = [e.response for e in trace.entries] + ([trace.response] if trace.response else [])
+    requests = [e.request for e in trace.entries] + ([trace.request] if trace.request else [])
+    assert int(value(store, "lm_call_count")) == len(trace.entries) + (1 if trace.request or trace.response else 0)
+    assert int(value(store, "message_count")) == sum(len(r.messages) for r in requests) + len(trace.messages)
+    assert int(value(store, "tool_call_count")) == sum(isinstance(p, m.LMToolCallPart) for p in parts)
+    assert int(value(store, "tool_result_count")) == sum(isinstance(p, m.LMToolResultPart) for p in parts)
+    inputs = [r.usage.input_tokens for r in responses if r.usage and r.usage.input_tokens is not None]
+    assert value(store, "input_tokens_total") == (str(sum(inputs)) if inputs else None)
+    costs = [r.cost for r in responses if r.cost is not None]
+    assert (value(store, "cost_total") is None) == (not costs)
+    if costs:
+        assert float(value(store, "cost_total")) == pytest.approx(sum(costs))
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_each_tool_result_answers_every_tool_call_with_its_call_id(name):
+    trace = trace_from_json(load(name))
+    store = store_of(trace)
+    parts = list(all_parts(trace))
+    calls_by_id: dict[str, int] = {}
+    for part in parts:
+        if isinstance(part, m.LMToolCallPart) and part.call_id is not None:
+            calls_by_id[part.call_id] = calls_by_id.get(part.call_id, 0) + 1
+    expected = sum(calls_by_id.get(p.call_id, 0) for p in parts if isinstance(p, m.LMToolResultPart) and p.call_id is not None)
+    answers = list(store.quads_for_pattern(None, ox.NamedNode(v.slot_iri("answers")), None))
+    assert len(answers) == expected
+    label = ox.NamedNode(v.slot_iri("call_id"))
+    for quad in answers:
+        [result_id] = store.quads_for_pattern(quad.subject, label, None)
+        [call_id] = store.quads_for_pattern(quad.object, label, None)
+        assert result_id.object == call_id.object
+
+
+def test_some_fixture_has_answered_tool_calls():
+    # The link test above must not pass vacuously.
+    traces = [trace_from_json(load(name)) for name in FIXTURES]
+    assert sum(len(list(store_of(t).quads_for_pattern(None, ox.NamedNode(v.slot_iri("answers")), None))) for t in traces) >= 3
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_derived_facts_are_ignored_when_reading_back(name):
+    trace = trace_from_json(load(name))
+    [(_, back)] = parse_traces(serialize_traces([trace], RdfFormat.TURTLE), RdfFormat.TURTLE)
+    assert back == trace

@@ -1,0 +1,199 @@
+"""The store test-suite: the same tests on the embedded store (pyoxigraph on disk) and on a remote SPARQL 1.1
+server (a real ``oxigraph serve`` process on 127.0.0.1), plus the CLI over a store."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import DATA, load
+from dspy_rdf import model as m
+from dspy_rdf.cli import main
+from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.formats import RdfFormat, parse_traces
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.store import EmbeddedStore, StoreLockedError, open_store, term_value
+from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.writer import trace_lines
+
+
+def bundled() -> list[m.Trace]:
+    return [item.trace for item in read_traces(bundled_traces_path())]
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def store(request, tmp_path):
+    if request.param == "embedded":
+        opened = EmbeddedStore(tmp_path / "store")
+    else:
+        opened = request.getfixturevalue("remote_store")
+    yield opened
+    if request.param == "embedded":
+        opened.close()
+
+
+def sorted_dump(store, traces=None) -> list[str]:
+    handle = io.BytesIO()
+    store.dump(handle, traces=traces)
+    return sorted(handle.getvalue().decode("utf-8").splitlines())
+
+
+def test_each_trace_is_one_named_graph_named_by_its_iri(store):
+    traces = bundled()
+    report = store.put(traces)
+    iris = [trace_lines(t)[0] for t in traces]
+    assert report.written == iris and report.failed == []
+    assert store.trace_iris() == sorted(iris)
+    for iri, trace in zip(iris, traces):
+        [(back_iri, back)] = parse_traces(b"\n".join(line.encode() for line in sorted_dump(store, [iri])) + b"\n", RdfFormat.N_QUADS)
+        assert (back_iri, back) == (iri, trace)
+
+
+def test_exporting_the_same_input_twice_leaves_exactly_the_same_quads(store):
+    traces = bundled()
+    store.put(traces)
+    first = sorted_dump(store)
+    again = store.put(traces)
+    assert sorted(again.replaced) == sorted(again.written) == sorted(trace_lines(t)[0] for t in traces)
+    assert sorted_dump(store) == first
+
+
+def test_a_trace_seen_again_at_another_position_replaces_its_graph(store):
+    # The IRI is the content hash, but the graph also records where the trace came from (source_index):
+    # re-exporting replaces the graph instead of adding a second source_index.
+    [trace] = bundled()[:1]
+    store.put([trace])
+    moved = dataclasses.replace(trace, source_index=41)
+    store.put([moved])
+    [(_, back)] = parse_traces("\n".join(sorted_dump(store)).encode() + b"\n", RdfFormat.N_QUADS)
+    assert back.source_index == 41
+
+
+def test_stats_count_what_the_traces_hold(store):
+    traces = bundled() + [trace_from_json(load("react_history.json"))]
+    store.put(traces)
+    entries = sum(len(t.entries) or (1 if t.request or t.response else 0) for t in traces)
+    tool_calls = sum(sum(1 for line in trace_lines(t)[1] if "/LMToolCallPart>" in line) for t in traces)
+    triples = sum(len(trace_lines(t)[1]) for t in traces)
+    assert store.stats() == {
+        "traces": len(traces),
+        "lm_calls": entries,
+        "tool_calls": tool_calls,
+        "tool_results": store.stats()["tool_results"],
+        "messages": store.stats()["messages"],
+        "triples": triples,
+    }
+    assert store.stats()["tool_results"] == sum(sum(1 for line in trace_lines(t)[1] if "/LMToolResultPart>" in line) for t in traces)
+
+
+def test_delete_removes_one_trace_and_nothing_else(store):
+    traces = bundled()
+    store.put(traces)
+    gone, kept = trace_lines(traces[0])[0], trace_lines(traces[1])[0]
+    before = sorted_dump(store, [kept])
+    assert store.delete(gone) is True
+    assert store.delete(gone) is False
+    assert gone not in store.trace_iris() and len(store.trace_iris()) == len(traces) - 1
+    assert sorted_dump(store, [kept]) == before
+
+
+def test_select_returns_typed_sparql_json(store):
+    store.put(bundled())
+    results = store.select("SELECT (COUNT(?g) AS ?n) (SUM(?c) AS ?calls) WHERE { GRAPH ?g { ?g <https://w3id.org/lmodel/dspy/lm_call_count> ?c } }")
+    [row] = results["results"]["bindings"]
+    assert results["head"]["vars"] == ["n", "calls"]
+    assert term_value(row["n"]) == 9 and isinstance(term_value(row["calls"]), int)
+
+
+def test_a_trace_that_cannot_be_stored_is_reported_and_the_others_are_written(store):
+    traces = bundled()
+    broken = trace_from_json(load("part_text.json"))
+    broken.request.messages[0].parts[0].text = "lone surrogate \ud800 here"
+    report = store.put([traces[0], broken, traces[1]])
+    assert len(report.failed) == 1 and "lone surrogate" in report.failed[0][1]
+    assert report.written == [trace_lines(traces[0])[0], trace_lines(traces[1])[0]]
+    assert store.trace_iris() == sorted(report.written)
+
+
+def test_a_second_writer_on_the_embedded_store_gets_a_clear_locked_error(tmp_path):
+    path = tmp_path / "store"
+    with EmbeddedStore(path) as first:
+        first.put(bundled()[:2])
+        with pytest.raises(StoreLockedError, match="is locked"):
+            EmbeddedStore(path)
+        # Readers are not locked out.
+        with open_store(path, read_only=True) as reader:
+            assert len(reader.trace_iris()) == 2
+
+
+def test_a_killed_export_leaves_no_half_trace(tmp_path):
+    """SIGKILL an export in the middle of a large load, rerun it, and find every trace whole exactly once."""
+    source = tmp_path / "many.jsonl"
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    with source.open("w", encoding="utf-8") as handle:
+        for copy in range(400):
+            for line in lines:
+                value = json.loads(line)
+                handle.write(json.dumps(_distinct(value, copy)) + "\n")
+    store_dir = tmp_path / "store"
+    command = [sys.executable, "-m", "dspy_rdf.cli", "export", str(source), "--store", str(store_dir)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Kill it once the store has some data on disk but before the export can have finished.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if store_dir.exists() and any(store_dir.iterdir()):
+            time.sleep(0.8)
+            break
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    with EmbeddedStore(store_dir) as store:
+        partial = store.stats()
+        # Every stored trace is whole: its triple count equals what the writer produces for it.
+        complete = {trace_lines(item.trace)[0]: len(trace_lines(item.trace)[1]) for item in read_traces(source)}
+        for iri in store.trace_iris():
+            [row] = store.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{iri}> {{ ?s ?p ?o }} }}")["results"]["bindings"]
+            assert term_value(row["n"]) == complete[iri]
+    assert partial["traces"] < len(complete)  # the kill really interrupted the export
+    assert main(["export", str(source), "--store", str(store_dir)]) == 0
+    with EmbeddedStore(store_dir) as store:
+        assert store.stats()["traces"] == len(complete)
+        assert store.stats()["triples"] == sum(complete.values())
+
+
+def _distinct(value, copy: int):
+    """A copy of a bundled trace that is a different trace (different uuids), so each copy gets its own graph."""
+    text = json.dumps(value)
+    return json.loads(text.replace('"uuid": "', f'"uuid": "{copy}-'))
+
+
+def test_cli_export_stats_dump_delete_over_a_store(tmp_path, capsys):
+    store = str(tmp_path / "store")
+    assert main(["export", str(bundled_traces_path()), "--store", store]) == 0
+    assert main(["export", str(DATA / "react_history.json"), "--store", store, "--bulk"]) == 0
+    capsys.readouterr()
+    assert main(["stats", "--store", store, "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert counts["traces"] == 10
+    out = tmp_path / "all.trig"
+    assert main(["dump", "--store", store, "-o", str(out)]) == 0
+    dumped = parse_traces(out, RdfFormat.TRIG)
+    assert len(dumped) == 10
+    assert main(["delete", dumped[0][0], "--store", store]) == 0
+    assert main(["delete", dumped[0][0], "--store", store]) == 1
+    assert main(["stats", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["traces"] == 9
+
+
+def test_the_store_defaults_to_the_environment_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE", str(tmp_path / "from-env"))
+    assert main(["export", str(DATA / "react_history.json"), "--store"]) == 0
+    assert (tmp_path / "from-env").is_dir()
