@@ -86,13 +86,23 @@ def _export(args: argparse.Namespace) -> int:
     if args.bulk:
         raise ValueError("--bulk applies to --store only")
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
+    unwritable = []
+
+    def not_written(error: Exception) -> None:
+        if args.strict:
+            raise error
+        print(f"not written: {error}", file=sys.stderr)
+        unwritable.append(error)
+
     with _progress(args.files) as progress, _atomic_output(args.output) as handle:
-        count = write_traces(inputs.traces(progress), handle, fmt, base=args.base)
+        count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written)
     notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
-    if inputs.read > count:
-        notes.append(f"{inputs.read - count} duplicate(s) of a trace already written")
+    if unwritable:
+        notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
+    if inputs.read - len(unwritable) > count:
+        notes.append(f"{inputs.read - len(unwritable) - count} duplicate(s) of a trace already written")
     print(f"wrote {count} trace(s) to {args.output} ({fmt.value})" + "".join(f"; {n}" for n in notes))
-    return 1 if inputs.skipped else 0
+    return 1 if inputs.skipped or unwritable else 0
 
 
 def _export_to_store(args: argparse.Namespace, inputs: _Inputs) -> int:
@@ -167,6 +177,16 @@ def _dump(args: argparse.Namespace) -> int:
             with _atomic_output(args.output) as handle:
                 count = store.dump(handle, traces=args.trace or None, trig=trig)
     print(f"dumped {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from dspy_rdf.report import write_report
+    from dspy_rdf.store import open_store
+
+    with open_store(args.store, read_only=True) as store:
+        page = write_report(store, args.out)
+    print(f"wrote {page}")
     return 0
 
 
@@ -271,6 +291,11 @@ def _build_parser() -> argparse.ArgumentParser:
     dump.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
     dump.add_argument("--format", choices=["nq", "trig"], help="default: from the output file's extension, else nq")
     dump.set_defaults(run=_dump)
+
+    report = sub.add_parser("report", help="write an HTML page with charts of the main analytics of a store")
+    _store_option(report, store_help)
+    report.add_argument("--out", type=Path, required=True, help="output directory (index.html and PNG charts)")
+    report.set_defaults(run=_report)
 
     to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to JSON (DSPy 3.3 JSON for DSPy's objects)")
     to_json.add_argument("file", type=Path, help="RDF file (.ttl, .nt, .nq, .trig, .jsonld)")

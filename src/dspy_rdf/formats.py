@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -13,14 +13,14 @@ import pyoxigraph as ox
 
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
-from dspy_rdf.errors import RdfInputError
+from dspy_rdf.errors import RdfInputError, TraceInputError
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.reader import traces_from_quads
 from dspy_rdf.resources import jsonld_context_path
 from dspy_rdf.validation import rdflib_term
 from dspy_rdf.writer import trace_lines
 
-__all__ = ["RdfFormat", "parse_traces", "serialize_traces", "write_traces"]
+__all__ = ["RdfFormat", "encode_trace", "parse_traces", "serialize_traces", "write_traces"]
 
 
 class RdfFormat(enum.Enum):
@@ -66,58 +66,82 @@ def serialize_traces(traces: Iterable[m.Trace], format: RdfFormat = RdfFormat.N_
 
 
 def write_traces(
-    traces: Iterable[m.Trace], handle: BinaryIO, format: RdfFormat = RdfFormat.N_QUADS, *, base: str = DEFAULT_BASE, batch: int = 500
+    traces: Iterable[m.Trace],
+    handle: BinaryIO,
+    format: RdfFormat = RdfFormat.N_QUADS,
+    *,
+    base: str = DEFAULT_BASE,
+    batch: int = 500,
+    on_error: Callable[[TraceInputError], None] | None = None,
 ) -> int:
     """Write traces to a binary file handle as they come, ``batch`` traces at a time; return how many were written.
 
     A trace whose IRI was already written (the same content seen again) is written once: its first occurrence
-    wins. Memory stays bounded by one batch (and the set of IRIs written) for every format but JSON-LD, which is
-    one JSON document and so is built whole. Turtle and TriG batches each start with their ``@prefix`` lines,
+    wins. A trace that cannot be written as RDF (a lone UTF-16 surrogate in its text, NaN in a JSON value, ...)
+    raises :class:`TraceInputError` naming the node and property, or, with ``on_error``, is passed to it and
+    skipped. Memory stays bounded by one batch (and the set of IRIs written) for every format but JSON-LD, which
+    is one JSON document and so is built whole. Turtle and TriG batches each start with their ``@prefix`` lines,
     which the formats allow.
     """
     check_base(base)
     count = 0
     written: set[str] = set()
-    if format is RdfFormat.JSON_LD:
-        text = []
-        for trace in traces:
-            iri, lines = trace_lines(trace, base=base)
-            if iri not in written:
-                written.add(iri)
-                text += lines
-                count += 1
-        handle.write(_to_jsonld("".join(text)))
-        return count
-    pending: list[str] = []
+    pending: list[bytes] = []
     for trace in traces:
-        iri, lines = trace_lines(trace, base=base, graph=format.has_graphs)
+        try:
+            iri, data = encode_trace(trace, base=base, graph=format.has_graphs or format is RdfFormat.JSON_LD)
+        except TraceInputError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+            continue
         if iri in written:
             continue
         written.add(iri)
-        pending += lines
+        pending.append(data)
         count += 1
-        if count % batch == 0:
-            handle.write(_encode(pending, format))
+        if format is not RdfFormat.JSON_LD and count % batch == 0:
+            handle.write(_encode(b"".join(pending), format))
             pending = []
-    if pending:
-        handle.write(_encode(pending, format))
+    if format is RdfFormat.JSON_LD:
+        handle.write(_to_jsonld(b"".join(pending)))
+    elif pending:
+        handle.write(_encode(b"".join(pending), format))
     return count
 
 
-def _encode(lines: list[str], format: RdfFormat) -> bytes:
-    text = "".join(lines).encode("utf-8")
+def encode_trace(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True) -> tuple[str, bytes]:
+    """One trace as UTF-8 N-Quads (or N-Triples) bytes; raise :class:`TraceInputError` naming the node and
+    property of text that is not valid Unicode (a lone surrogate), which no RDF syntax can hold."""
+    iri, lines = trace_lines(trace, base=base, graph=graph)
+    try:
+        return iri, "".join(lines).encode("utf-8")
+    except UnicodeEncodeError:
+        for line in lines:
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                node, prop = line.split(" ", 2)[:2]
+                raise TraceInputError(
+                    f"trace {iri}: text with a lone UTF-16 surrogate ({line[exc.start]!r}) cannot be stored as RDF",
+                    field=f"node {node}, property {prop}",
+                ) from None
+        raise  # pragma: no cover - the whole text failed to encode, so one of its lines does
+
+
+def _encode(text: bytes, format: RdfFormat) -> bytes:
     if format in (RdfFormat.N_QUADS, RdfFormat.N_TRIPLES):
         return text
     syntax = ox.RdfFormat.N_QUADS if format.has_graphs else ox.RdfFormat.N_TRIPLES
     return ox.serialize(ox.parse(text, syntax), format=_OX_FORMAT[format], prefixes=v.PREFIXES)
 
 
-def _to_jsonld(nquads: str) -> bytes:
+def _to_jsonld(nquads: bytes) -> bytes:
     """JSON-LD compacted with the LinkML-generated context (rdflib does the compaction)."""
     import rdflib
 
     dataset = rdflib.Dataset()
-    for q in ox.parse(nquads.encode("utf-8"), ox.RdfFormat.N_QUADS):
+    for q in ox.parse(nquads, ox.RdfFormat.N_QUADS):
         graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
         graph.add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
     context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]

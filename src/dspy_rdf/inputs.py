@@ -38,11 +38,18 @@ def _decode(raw: bytes, source: str, line: int | None) -> object:
     except UnicodeDecodeError as exc:
         raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=line) from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise TraceInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", source=source, line=line or exc.lineno) from None
     except RecursionError:
         raise TraceInputError("JSON nested too deeply to read", source=source, line=line) from None
+    except ValueError as exc:  # NaN/Infinity (below), or an integer longer than Python converts (4300 digits)
+        raise TraceInputError(f"not valid JSON: {exc}", source=source, line=line) from None
+
+
+def _reject_constant(name: str) -> object:
+    # Python's json reads NaN and Infinity, but they are not JSON and rdf:JSON literals could not hold them.
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
 
 
 def read_traces(

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
+from dspy_rdf.errors import TraceInputError
 from dspy_rdf.identity import DEFAULT_BASE, check_base, trace_key
 
 __all__ = ["part_ref_iri", "trace_lines", "traces_to_nquads"]
@@ -63,7 +65,7 @@ def _s(text: str) -> str:
 
 def _j(value: Any) -> str:
     """An rdf:JSON literal of canonical JSON."""
-    return _s(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)) + _JSON_DT
+    return _s(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)) + _JSON_DT
 
 
 def _int(value: int) -> str:
@@ -474,10 +476,24 @@ def trace_lines(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True,
     With ``graph=True`` every quad is in the named graph whose name is the trace IRI. ``iri`` overrides the
     content-derived trace IRI (used when reading back a graph whose IRI is already known).
     """
-    if iri is None:
-        iri = check_base(base) + trace_key(trace)
-    writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
-    writer.trace(trace, iri)
+    try:
+        if iri is None:
+            iri = check_base(base) + trace_key(trace)
+        writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
+        writer.trace(trace, iri)
+    except RecursionError:
+        raise TraceInputError(f"trace {iri or ''}: a JSON value is nested too deeply to write".replace(" :", ":")) from None
+    except ValueError as exc:
+        if "base IRI" in str(exc):
+            raise
+        # json.dumps: NaN/Infinity (not JSON) or an integer longer than Python writes (4300 digits)
+        if "JSON compliant" in str(exc):
+            what = "a JSON value holds NaN or Infinity, which JSON cannot represent"
+        elif "integer string conversion" in str(exc):
+            what = f"a JSON value holds an integer longer than Python writes as text ({sys.get_int_max_str_digits()} digits)"
+        else:
+            what = str(exc)
+        raise TraceInputError(f"trace {iri or ''}: {what}".replace(" :", ":")) from None
     return iri, writer.out
 
 
