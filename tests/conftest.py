@@ -31,3 +31,68 @@ def fixture_json(request: pytest.FixtureRequest):
 
 # The fixture scripts in tests/data/ run under their own DSPy versions; they are not tests.
 collect_ignore_glob = ["data/*.py"]
+
+
+# --- a real Oxigraph server for the remote store tests (tests/test_store_remote.py, tests/test_store.py) -----------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def oxigraph_server(tmp_path_factory: pytest.TempPathFactory):
+    """The base URL of a real ``oxigraph serve`` (PyPI package ``oxigraph``) on 127.0.0.1, for the whole session."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    binary = Path(sys.executable).with_name("oxigraph")
+    command = str(binary) if binary.exists() else shutil.which("oxigraph")
+    if command is None:
+        pytest.skip("the oxigraph command is not installed (pip install oxigraph)")
+    port = _free_port()
+    location = tmp_path_factory.mktemp("oxigraph-server")
+    log = (location.parent / "oxigraph-server.log").open("wb")
+    process = subprocess.Popen([command, "serve", "--location", str(location), "--bind", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"oxigraph serve exited with {process.returncode}; see {log.name}")
+            try:
+                if httpx.post(f"{url}/query", data={"query": "ASK {}"}, timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"oxigraph serve did not answer on {url} within 30 s; see {log.name}")
+            time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture
+def remote_store(oxigraph_server: str):
+    """A :class:`dspy_rdf.remote.RemoteStore` on the session's Oxigraph server, emptied before each test."""
+    from dspy_rdf.remote import RemoteStore
+
+    store = RemoteStore(oxigraph_server, timeout=30, connect_timeout=5, max_attempts=2, backoff=0.05)
+    store.update("CLEAR ALL")
+    yield store
+    store.close()

@@ -235,6 +235,84 @@ def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], f
     parser.add_argument("--fill-timestamp", metavar="ISO_DATETIME", help=f"timestamp {fill}")
 
 
+def _parse_params(pairs: list[str] | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--param {pair!r}: write it as NAME=VALUE")
+        if name in params:
+            raise ValueError(f"--param {name} given twice")
+        params[name] = value
+    return params
+
+
+def _queries(args: argparse.Namespace) -> int:
+    from dspy_rdf.analytics import list_queries
+
+    queries = list_queries()
+    if args.json:
+        print(json.dumps([
+            {"name": q.name, "question": q.question, "notes": q.notes,
+             "parameters": [{"name": p.name, "type": p.type, "default": p.default, "description": p.description} for p in q.parameters]}
+            for q in queries
+        ], indent=2))
+        return 0
+    for q in queries:
+        print(f"{q.name}\n    {q.question}")
+        for p in q.parameters:
+            default = "unset" if p.default is None else p.default
+            print(f"    --param {p.name}=<{p.type}>  {p.description} (default: {default})")
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from dspy_rdf.analytics import run_query
+    from dspy_rdf.store import open_store
+
+    if (args.name is None) == (args.sparql is None):
+        raise ValueError("give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, not both")
+    if args.sparql is not None:
+        if args.param:
+            raise ValueError("--param applies to named queries only")
+        source = args.sparql
+        path = Path(source)
+        if "\n" not in source and len(source) < 4096 and path.is_file():
+            source = path.read_text(encoding="utf-8")
+        with open_store(args.store, read_only=True) as store:
+            result = run_query(store, source, allow_federation=args.allow_federation)
+    else:
+        if args.allow_federation:
+            raise ValueError("--allow-federation applies to --sparql only")
+        with open_store(args.store, read_only=True) as store:
+            result = run_query(store, args.name, _parse_params(args.param))
+    sys.stdout.write(result.format(args.format))
+    return 0
+
+
+def _add_query_commands(sub: argparse._SubParsersAction) -> None:
+    """Register `dspy-rdf queries` and `dspy-rdf query` on the subparsers object of _build_parser()."""
+    from dspy_rdf.analytics import FORMATS
+
+    queries = sub.add_parser("queries", help="list the named analytics queries, their questions and parameters")
+    queries.add_argument("--json", action="store_true", help="print the list as JSON")
+    queries.set_defaults(run=_queries)
+
+    query = sub.add_parser(
+        "query",
+        help="run a named analytics query (see `dspy-rdf queries`) or your own SPARQL against a store",
+        description="Parameters are bound as RDF literals, never pasted into the query text. Raw SPARQL may not "
+        "use SERVICE, updates, or FROM/FROM NAMED with non-http(s)/urn IRIs unless --allow-federation.",
+    )
+    query.add_argument("name", nargs="?", metavar="NAME", help="a query of the library")
+    query.add_argument("--param", action="append", metavar="NAME=VALUE", help="a parameter of the named query (repeatable)")
+    query.add_argument("--sparql", metavar="FILE_OR_TEXT", help="run this SPARQL (a file, or the query text) instead of a named query")
+    query.add_argument("--allow-federation", action="store_true", help="with --sparql: allow SERVICE and FROM with any IRI")
+    query.add_argument("--format", choices=list(FORMATS), default="table", help="output format (default: table)")
+    _store_option(query, "$DSPY_RDF_STORE, else ./.dspy-rdf/store")
+    query.set_defaults(run=_query)
+
+
 def _store_option(parser: argparse.ArgumentParser, default_help: str) -> None:
     parser.add_argument(
         "--store", metavar="PATH|URL", help=f"store directory (embedded) or SPARQL server URL (default: {default_help})"
@@ -296,6 +374,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _store_option(report, store_help)
     report.add_argument("--out", type=Path, required=True, help="output directory (index.html and PNG charts)")
     report.set_defaults(run=_report)
+
+    _add_query_commands(sub)
 
     to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to JSON (DSPy 3.3 JSON for DSPy's objects)")
     to_json.add_argument("file", type=Path, help="RDF file (.ttl, .nt, .nq, .trig, .jsonld)")

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
+from dspy_rdf.analytics import run_query
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import DEFAULT_STORE, EmbeddedStore, default_store_target
 from dspy_rdf.validation import validate_traces
@@ -21,16 +22,15 @@ def bundled_traces_path() -> Path:
     return Path(str(resources.files("dspy_rdf") / "examples" / "dspy33_traces.jsonl"))
 
 
-def _query_text(name: str) -> str:
-    return (resources.files("dspy_rdf") / "queries" / f"{name}.rq").read_text(encoding="utf-8")
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
-    return "\n".join(lines)
+_DEMO_QUERIES: list[tuple[str, dict[str, str], str]] = [
+    ("part_kinds", {}, "Parts by kind"),
+    ("tool_calls_per_tool", {}, "Tool calls per tool"),
+    ("tool_error_rate", {}, "Tool error rate"),
+    ("unanswered_tool_calls", {}, "Tool calls with no result"),
+    ("tokens_per_model", {}, "LM calls, tokens and cost per model"),
+    ("finish_reasons", {}, "Finish reasons"),
+    ("longest_conversations", {"limit": "5"}, "Longest conversations"),
+]
 
 
 def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
@@ -47,13 +47,8 @@ def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
         )
         report = validate_traces(traces)
         print(f"SHACL: {'all traces conform' if report.conforms else report}", file=out)
-        for name, title in (
-            ("part_kinds", "Parts by kind"),
-            ("tool_calls_per_tool", "Tool calls per tool"),
-            ("tokens_per_model", "LM calls, tokens and cost per model"),
-        ):
-            results = store.select(_query_text(name))
-            header = results["head"]["vars"]
-            rows = [[row[var]["value"] if var in row else "" for var in header] for row in results["results"]["bindings"]]
-            print(f"\n{title}\n{_table(rows, header)}", file=out)
+        for name, params, title in _DEMO_QUERIES:
+            result = run_query(store, name, params)
+            print(f"\n{title}  (dspy-rdf query {name}{''.join(f' --param {k}={v}' for k, v in params.items())})", file=out)
+            print(result.to_table(max_width=50), file=out)
     return 0 if report.conforms and len(traces) == len(items) and not put.failed else 1

@@ -412,6 +412,7 @@ class Trace:
     ended_at: str | None = None
     dspy_version: str | None = None
     source_index: int | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
 
 
 # --- Program runs recorded by the capture callback ---------------------------------------------------

@@ -174,6 +174,7 @@ class _Graph:
             dspy_version=self.string(iri, p, "dspy_version"),
             started_at=self.literal(iri, p, "started_at", v.XSD_DATETIME),
             ended_at=self.literal(iri, p, "ended_at", v.XSD_DATETIME),
+            redactions=self.json(iri, p, "redactions", default=dict),
         )
         trace.entries = [self.entry(c) for c in self.children(iri, p, "entries")]
         if (req := self.child(iri, p, "request")) is not None:
@@ -459,7 +460,7 @@ _DERIVED_TRACE_SLOTS = frozenset(
 )
 _TRACE_SLOTS = frozenset(
     {"source_kind", "source_format", "source_index", "dspy_version", "entries", "request", "response", "messages"}
-    | {"parts", "calls", "started_at", "ended_at"}
+    | {"parts", "calls", "started_at", "ended_at", "redactions"}
     | _DERIVED_TRACE_SLOTS
 )
 _CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "error", "position"}

@@ -24,13 +24,13 @@ _KEYS = {
     "lm": frozenset({*_COMMON, "model", "entry"}),
     "tool": frozenset({*_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
 }
-_RUN_KEYS = frozenset({"dspy_rdf_kind", "source_format", "dspy_version", "started_at", "ended_at", "calls"})
+_RUN_KEYS = frozenset({"dspy_rdf_kind", "source_format", "dspy_version", "started_at", "ended_at", "calls", "redactions"})
 _PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
 
 
 def run_to_json(trace: m.Trace) -> dict[str, Any]:
     """Write a program-run trace as its JSON envelope."""
-    return {
+    out = {
         "dspy_rdf_kind": "program_run",
         "source_format": trace.source_format,
         "dspy_version": trace.dspy_version,
@@ -38,6 +38,9 @@ def run_to_json(trace: m.Trace) -> dict[str, Any]:
         "ended_at": trace.ended_at,
         "calls": [_call_to_json(c) for c in trace.calls],
     }
+    if trace.redactions:
+        out["redactions"] = dict(trace.redactions)
+    return out
 
 
 def _call_to_json(call: m.Call) -> dict[str, Any]:
@@ -97,7 +100,19 @@ def run_from_json(value: Any, path: str = "") -> m.Trace:
         started_at=_str(d, "started_at", "run"),
         ended_at=_str(d, "ended_at", "run"),
         calls=calls,
+        redactions=redactions_from_json(d.get("redactions"), "redactions"),
     )
+
+
+def redactions_from_json(value: Any, path: str) -> dict[str, int]:
+    """The ``redactions`` record of a trace envelope: kinds of secret to counts."""
+    if value is None:
+        return {}
+    d = _obj(value, path)
+    for kind, count in d.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise TraceInputError(f"expected a positive count of redacted {kind!r} secrets", field=f"{path}.{kind}")
+    return dict(d)
 
 
 def _index(d: dict[str, Any], key: str, path: str, count: int) -> int | None:

@@ -158,6 +158,11 @@ class TraceStore(ABC):
             try:
                 replaced = self._write_batch(pending, bulk=bulk)
             except StoreError as exc:
+                # A remote store writes trace by trace and says which of the batch it wrote before failing.
+                done = set(getattr(exc, "written", ()))
+                report.written += [e.iri for e in pending if e.iri in done]
+                report.replaced += list(getattr(exc, "replaced", ()))
+                report.triples += sum(e.triples for e in pending if e.iri in done)
                 exc.report = report  # type: ignore[attr-defined]
                 raise
             report.written += [e.iri for e in pending]
@@ -258,8 +263,8 @@ class EmbeddedStore(TraceStore):
             result = self._store.query(sparql)
         except SyntaxError as exc:
             raise ValueError(f"not a valid SPARQL query: {exc}") from None
-        if isinstance(result, bool):
-            return {"head": {}, "boolean": result}
+        if isinstance(result, ox.QueryBoolean):
+            return {"head": {}, "boolean": bool(result)}
         if not isinstance(result, ox.QuerySolutions):
             raise ValueError("expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query")
         names = [var.value for var in result.variables]

@@ -31,6 +31,7 @@ from typing import Any
 from dspy_rdf import dspy33
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.run_json import redactions_from_json
 from dspy_rdf.sources import trajectory
 
 __all__ = ["detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
@@ -154,10 +155,14 @@ _FORMAT_NAMES = {
 def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
     trace = m.Trace(source_kind=kind, source_format=fmt)
     if isinstance(value, dict) and ENVELOPE_KEY in value and _CONTENT in value:
-        dspy33._check_keys(value, frozenset({ENVELOPE_KEY, "source_format", _CONTENT}), "", "a dspy-rdf trace envelope")
-        trace = dspy33.trace_from_json(value[_CONTENT])
+        dspy33._check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", _CONTENT}), "", "a dspy-rdf trace envelope")
+        if kind == "trajectory":
+            trace.messages = trajectory.messages_from_trajectory(value[_CONTENT])
+        else:
+            trace = dspy33.trace_from_json(value[_CONTENT])
         if trace.source_kind != kind:
             raise TraceInputError(f"field {_CONTENT}: holds a {trace.source_kind}, but {ENVELOPE_KEY} says {kind}")
+        trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
     elif fmt == "dspy33" and kind not in _ENVELOPE_KINDS:
         trace = dspy33.trace_from_json(value)
     elif fmt == "react_trajectory":
@@ -169,6 +174,7 @@ def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
     elif kind == "request_response" and ENVELOPE_KEY in value:
         trace.request = dspy33.request_from_json(value.get("request"), "request")
         trace.response = dspy33.response_from_json(value.get("response"), "response")
+        trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
     elif fmt == "lm15":
         from dspy_rdf.sources import lm15
 
@@ -211,23 +217,32 @@ def trace_to_json(trace: m.Trace) -> Any:
     """Write a trace as JSON that :func:`trace_from_json` reads back to an equal trace."""
     kind = trace.source_kind
     if kind == "trajectory":
-        return trajectory.trajectory_to_json(trace.messages)
+        content = trajectory.trajectory_to_json(trace.messages)
+        if not trace.redactions:
+            return content
+        return {ENVELOPE_KEY: kind, "source_format": trace.source_format, "redactions": trace.redactions, _CONTENT: content}
     if kind == "program_run":
         from dspy_rdf.run_json import run_to_json
 
         return run_to_json(trace)
     if kind == "request_response":
-        return {
+        envelope = {
             ENVELOPE_KEY: kind,
             "source_format": trace.source_format,
             "request": dspy33.request_to_json(trace.request),
             "response": dspy33.response_to_json(trace.response),
         }
-    if trace.source_format == "dspy33":
+        if trace.redactions:
+            envelope["redactions"] = trace.redactions
+        return envelope
+    if trace.source_format == "dspy33" and not trace.redactions:
         return dspy33.trace_to_json(trace)
     # Canonical (DSPy 3.3) JSON of content read from another shape, in an envelope that keeps where it came from,
     # so that exporting to-json's output gives the same trace and IRI.
-    return {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: dspy33.trace_to_json(trace)}
+    envelope = {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: dspy33.trace_to_json(trace)}
+    if trace.redactions:
+        envelope["redactions"] = trace.redactions
+    return envelope
 
 
 # --- live DSPy objects -------------------------------------------------------------------------------------

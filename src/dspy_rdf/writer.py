@@ -110,6 +110,8 @@ class _Writer:
             add(f"{s} {P.started_at} {_s(trace.started_at)}{_DATETIME_DT}{t}")
         if trace.ended_at is not None:
             add(f"{s} {P.ended_at} {_s(trace.ended_at)}{_DATETIME_DT}{t}")
+        if trace.redactions:
+            add(f"{s} {P.redactions} {_j(trace.redactions)}{t}")
         for i, message in enumerate(trace.messages):
             self.message(message, f"{iri}/message/{i}", i, s)
         self.parts(trace.parts, iri, s)

@@ -1,0 +1,528 @@
+"""The named-query library of dspy_rdf.analytics against a real on-disk store: real traces, recorded DSPy program
+runs and traces with hostile names; every expected number is computed in Python from the trace objects."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter, defaultdict
+from datetime import datetime
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.utils import DummyLM
+
+from dspy_rdf import model as m
+from dspy_rdf.analytics import (
+    FORMATS,
+    QueryResult,
+    bind_parameters,
+    check_user_sparql,
+    get_query,
+    list_queries,
+    run_query,
+    sparql_term,
+)
+from dspy_rdf.capture import MemorySink, TraceRecorder
+from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.store import EmbeddedStore
+from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.writer import trace_lines
+
+DATA = Path(__file__).parent / "data"
+FIXTURES = (
+    "dspy341_history_dicts.json",
+    "dspy341_react_trajectory.json",
+    "dspy341_lm15_request.json",
+    "openai_exchange_tool_loop.json",
+    "history_entry_all_parts.json",
+    "react_history.json",
+)
+HOSTILE = ['" } ; DROP ALL #', "a'b\"c", "x }\n} #", "<http://evil/> ?x", "back\\slash\\", "tab\tline\r\nend", "\\u0022 } #", "\"\"\""]
+BIG = {"limit": "100000"}
+
+EXPECTED_COLUMNS = {
+    "finish_reasons": ["finish_reason", "outputs", "traces", "truncated"],
+    "lm_calls_per_module": ["module_class", "lm_calls", "timed_calls", "total_seconds", "mean_seconds", "max_seconds"],
+    "longest_conversations": ["trace", "source_kind", "messages", "lm_calls", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost"],
+    "orphan_tool_results": ["trace", "source_kind", "tool", "call_id", "is_error", "result"],
+    "part_kinds": ["part_type", "parts", "traces"],
+    "refusal_traces": ["trace", "source_kind", "refusals", "example"],
+    "slowest_tool_executions": ["trace", "tool", "seconds", "failed", "error", "started_at", "execution"],
+    "tokens_cost_per_model_day": ["model", "day", "lm_calls", "input_tokens", "output_tokens", "total_tokens", "cost", "priced_calls"],
+    "tokens_per_model": ["model", "lm_calls", "input_tokens", "output_tokens", "cost", "priced_calls"],
+    "tool_argument_frequency": ["tool", "args", "calls", "traces"],
+    "tool_calls_per_tool": ["tool", "calls", "distinct_calls", "executions"],
+    "tool_error_rate": ["tool", "results", "errors", "error_rate"],
+    "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "call"],
+}
+
+
+# --- the data: real traces, recorded program runs, hostile names ----------------------------------------
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def divide(a: int, b: int) -> float:
+    """Divide a by b."""
+    return a / b
+
+
+class CallTools(dspy.Module):
+    """Predict tool calls with a dspy.ToolCalls output, then execute them (one raises)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tools = {t.name: t for t in (dspy.Tool(add), dspy.Tool(divide))}
+        self.predict = dspy.Predict("question: str, tools: list[dspy.Tool] -> tool_calls: dspy.ToolCalls")
+
+    def forward(self, question: str):
+        results = []
+        for call in self.predict(question=question, tools=list(self.tools.values())).tool_calls.tool_calls:
+            try:
+                results.append(self.tools[call.name](**call.args))
+            except ZeroDivisionError as err:
+                results.append(str(err))
+        return dspy.Prediction(results=results)
+
+
+def recorded_runs() -> list[m.Trace]:
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+    react_lm = DummyLM([
+        {"next_thought": "Add first.", "next_tool_name": "add", "next_tool_args": {"a": 2, "b": 3}},
+        {"next_thought": "Now divide by zero.", "next_tool_name": "divide", "next_tool_args": {"a": 5, "b": 0}},
+        {"next_thought": "That failed; finish.", "next_tool_name": "finish", "next_tool_args": {}},
+        {"reasoning": "2 + 3 = 5", "answer": "5"},
+    ])
+    with dspy.context(lm=react_lm, callbacks=[recorder]):
+        dspy.ReAct("question -> answer", tools=[add, divide])(question="2 + 3, then / 0?")
+    tools_lm = DummyLM([{"tool_calls": {"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}, {"name": "divide", "args": {"a": 1, "b": 0}}]}}])
+    with dspy.context(lm=tools_lm, callbacks=[recorder]):
+        CallTools()(question="1+2 and 1/0")
+    assert recorder.errors == [] and len(sink.traces) == 2
+    return sink.traces
+
+
+def hostile_run(name: str, day: int) -> m.Trace:
+    """A program run in which the module class, model, tool, args and finish reason are all ``name``."""
+    part = m.LMToolCallPart(name=name, call_id="c1", args={name: name})
+    unanswered = m.LMToolCallPart(name=name, call_id="c2")  # no result in the run
+    orphan = m.LMToolResultPart(call_id="c0", name=name, content=[m.LMTextPart(text="late")])  # answers no call of the run
+    messages = [m.LMMessage(role="user", parts=[m.LMTextPart(text=name)]), m.LMMessage(role="tool", parts=[orphan])]
+    entry = m.LMHistoryEntry(
+        request=m.LMRequest(model=name, messages=messages),
+        response=m.LMResponse(outputs=[m.LMOutput(parts=[part, unanswered], finish_reason=name)], usage=m.LMUsage(input_tokens=7, output_tokens=day), cost=0.5),
+        timestamp=f"2031-01-{day:02d}T10:00:00",
+        uuid=f"u-{day}",
+    )
+    t0 = f"2031-01-{day:02d}T10:00:00+00:00"
+    return m.Trace(
+        source_kind="program_run",
+        source_format="dspy_callback",
+        started_at=t0,
+        ended_at=f"2031-01-{day:02d}T10:00:09+00:00",
+        calls=[
+            m.ModuleCall(module_class=name, started_at=t0, ended_at=f"2031-01-{day:02d}T10:00:09+00:00"),
+            m.LMCall(parent_call=0, model=name, entry=entry, started_at=f"2031-01-{day:02d}T10:00:01+00:00", ended_at=f"2031-01-{day:02d}T10:00:03.5+00:00"),
+            m.ToolExecution(
+                parent_call=0,
+                tool_call=m.ToolCall(name=name, call_id="c1", args={name: name}),
+                tool_result=m.ToolResult(is_error=True, error="boom"),
+                answers=m.PartRef(call=1, output=0, part=0),
+                pairing="call_id",
+                started_at=f"2031-01-{day:02d}T10:00:04+00:00",
+                ended_at=f"2031-01-{day:02d}T10:00:0{day % 5 + 5}+00:00",
+            ),
+        ],
+    )
+
+
+def midnight_run() -> m.Trace:
+    """A tool execution that spans midnight at the end of a month and year (a latency of 1.25 s)."""
+    return m.Trace(
+        source_kind="program_run",
+        source_format="dspy_callback",
+        calls=[m.ToolExecution(tool_call=m.ToolCall(name="midnight"), started_at="2030-12-31T23:59:59.5+00:00", ended_at="2031-01-01T00:00:00.75+00:00")],
+    )
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[m.Trace]:
+    out = [item.trace for item in read_traces(bundled_traces_path())]
+    out += [trace_from_json(json.loads((DATA / name).read_text(encoding="utf-8"))) for name in FIXTURES]
+    out += recorded_runs()
+    out += [hostile_run(name, day) for day, name in enumerate(HOSTILE, start=1)]
+    out.append(midnight_run())
+    unique = {}  # a fixture may hold the same trace as a bundled one: one graph per trace IRI
+    for trace in out:
+        unique.setdefault(trace_lines(trace)[0], trace)
+    return list(unique.values())
+
+
+@pytest.fixture(scope="module")
+def store(traces, tmp_path_factory):
+    with EmbeddedStore(tmp_path_factory.mktemp("store") / "db") as s:
+        report = s.put(traces)
+        assert report.failed == [] and len(report.written) == len(traces)
+        yield s
+
+
+# --- Python ground truth ---------------------------------------------------------------------------------
+
+
+def walk(obj):
+    """Every dataclass object inside ``obj`` (itself included), each occurrence once."""
+    if dataclasses.is_dataclass(obj):
+        yield obj
+        for f in dataclasses.fields(obj):
+            yield from walk(getattr(obj, f.name))
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from walk(item)
+
+
+def of(trace: m.Trace, cls: type) -> list:
+    return [o for o in walk(trace) if isinstance(o, cls)]
+
+
+def seconds(start: str, end: str) -> float:
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+def answered_parts(trace: m.Trace) -> set[int]:
+    """ids of the tool-call parts of a trace that a tool result (same call id) or tool execution answers."""
+    calls = of(trace, m.LMToolCallPart)
+    result_ids = {r.call_id for r in of(trace, m.LMToolResultPart) if r.call_id is not None}
+    out = {id(p) for p in calls if p.call_id is not None and p.call_id in result_ids}
+    for ex in of(trace, m.ToolExecution):
+        if ex.answers is not None:
+            call = trace.calls[ex.answers.call]
+            if ex.answers.output is None:
+                out.add(id(call.tool_calls[ex.answers.part]))
+            else:
+                out.add(id(call.entry.response.outputs[ex.answers.output].parts[ex.answers.part]))
+    return out
+
+
+# --- the library -----------------------------------------------------------------------------------------
+
+
+def test_every_query_has_a_question_documented_parameters_and_named_graph_patterns():
+    queries = {q.name: q for q in list_queries()}
+    assert set(queries) == set(EXPECTED_COLUMNS)
+    for q in queries.values():
+        assert q.question.endswith("?") and q.text.startswith("# Question:")
+        assert "GRAPH ?trace {" in q.text
+        # call ids are only shown or counted, never joined on: pairs come from dspy:answers
+        assert all(line.strip().startswith("OPTIONAL {") for line in q.text.splitlines() if "dspy:call_id" in line)
+        for p in q.parameters:
+            assert p.type in ("string", "date", "int") and p.description
+            if p.name == "limit":
+                assert int(p.default) >= 0
+
+
+def test_every_query_runs_and_returns_its_columns(store):
+    for q in list_queries():
+        result = run_query(store, q.name)
+        assert result.columns == EXPECTED_COLUMNS[q.name], q.name
+        assert result.rows, f"{q.name} found nothing in the test store"
+        assert all(len(row) == len(result.columns) for row in result.rows)
+
+
+def test_tool_calls_per_tool(store, traces):
+    calls, distinct, executions = Counter(), defaultdict(set), Counter()
+    for n, trace in enumerate(traces):
+        for part in of(trace, m.LMToolCallPart):
+            calls[part.name] += 1
+            distinct[part.name].add((n, part.call_id) if part.call_id is not None else id(part))
+        for ex in of(trace, m.ToolExecution):
+            executions[ex.tool_call.name] += 1
+    expected = {tool: (calls[tool], len(distinct[tool]), executions[tool]) for tool in calls.keys() | executions.keys()}
+    rows = run_query(store, "tool_calls_per_tool").rows
+    assert {tool: tuple(rest) for tool, *rest in rows} == expected
+    assert expected["add"][2] == expected["divide"][2] == 2  # executed once by ReAct, once by CallTools
+
+
+def test_tool_error_rate(store, traces):
+    results, errors = Counter(), Counter()
+    for trace in traces:
+        names_by_id = defaultdict(set)
+        for part in of(trace, m.LMToolCallPart):
+            names_by_id[part.call_id].add(part.name)
+        for result in of(trace, m.LMToolResultPart):
+            if result.call_id is not None:
+                for tool in names_by_id.get(result.call_id, ()):
+                    results[tool] += 1
+                    errors[tool] += result.is_error
+        for ex in of(trace, m.ToolExecution):
+            results[ex.tool_call.name] += 1
+            errors[ex.tool_call.name] += bool((ex.tool_result and ex.tool_result.is_error) or ex.error)
+    rows = run_query(store, "tool_error_rate").rows
+    assert {tool: (n, e) for tool, n, e, _ in rows} == {tool: (results[tool], errors[tool]) for tool in results}
+    for tool, n, e, rate in rows:
+        assert rate == pytest.approx(e / n)
+    assert [r[1:3] for r in run_query(store, "tool_error_rate", {"tool": "divide"}).rows] == [(results["divide"], errors["divide"])]
+    assert errors["divide"] >= 2  # both recorded runs divide by zero
+
+
+def test_unanswered_tool_calls_and_orphan_results(store, traces):
+    unanswered = Counter()
+    orphans = 0
+    for trace in traces:
+        answered = answered_parts(trace)
+        for part in of(trace, m.LMToolCallPart):
+            if id(part) not in answered:
+                unanswered[part.name] += 1
+        call_ids = {p.call_id for p in of(trace, m.LMToolCallPart)}
+        orphans += sum(1 for r in of(trace, m.LMToolResultPart) if r.call_id is None or r.call_id not in call_ids)
+    rows = run_query(store, "unanswered_tool_calls", BIG).records()
+    assert Counter(r["tool"] for r in rows) == unanswered and unanswered
+    assert len(run_query(store, "orphan_tool_results", BIG).rows) == orphans
+    # each hostile run has one call answered by its tool execution (c1) and one without an answer (c2)
+    assert sorted((r["tool"], r["call_id"]) for r in rows if r["tool"] in HOSTILE) == sorted((name, "c2") for name in HOSTILE)
+
+
+def test_tokens_cost_per_model_day(store, traces):
+    expected = defaultdict(lambda: [0, 0, 0, 0, 0.0, 0])
+    for trace in traces:
+        for entry in of(trace, m.LMHistoryEntry):
+            row = expected[(entry.request.model, entry.timestamp[:10])]
+            usage = entry.response.usage
+            row[0] += 1
+            row[1] += (usage and usage.input_tokens) or 0
+            row[2] += (usage and usage.output_tokens) or 0
+            row[3] += (usage and usage.total_tokens) or 0
+            row[4] += entry.response.cost or 0.0
+            row[5] += entry.response.cost is not None
+    got = {(model, day): rest for model, day, *rest in run_query(store, "tokens_cost_per_model_day").rows}
+    assert got.keys() == expected.keys()
+    for key, row in expected.items():
+        assert got[key][:3] + got[key][5:] == row[:3] + row[5:] and got[key][4] == pytest.approx(row[4]), key
+    # total_tokens is only what responses reported
+    assert got[(HOSTILE[0], "2031-01-01")] == [1, 7, 1, 0, 0.5, 1]
+    window = run_query(store, "tokens_cost_per_model_day", {"since": "2031-01-02", "until": "2031-01-03"}).rows
+    assert sorted(r[:2] for r in window) == sorted([(HOSTILE[1], "2031-01-02"), (HOSTILE[2], "2031-01-03")])
+
+
+def test_lm_calls_per_module(store, traces):
+    expected = defaultdict(list)
+    for trace in traces:
+        for call in of(trace, m.LMCall):
+            parent = trace.calls[call.parent_call] if call.parent_call is not None else None
+            module = parent.module_class if isinstance(parent, m.ModuleCall) else ""
+            expected[module].append(seconds(call.started_at, call.ended_at))
+    rows = run_query(store, "lm_calls_per_module").records()
+    assert {r["module_class"]: r["lm_calls"] for r in rows} == {k: len(v) for k, v in expected.items()}
+    for r in rows:
+        spans = expected[r["module_class"]]
+        assert r["timed_calls"] == len(spans)
+        assert r["total_seconds"] == pytest.approx(sum(spans), abs=1e-6)
+        assert r["mean_seconds"] == pytest.approx(sum(spans) / len(spans), abs=1e-6)
+        assert r["max_seconds"] == pytest.approx(max(spans), abs=1e-6)
+    assert {r["module_class"]: r["lm_calls"] for r in rows}["dspy.predict.predict.Predict"] == 5  # 4 ReAct turns + CallTools
+
+
+def test_slowest_tool_executions(store, traces):
+    spans = sorted(
+        ((seconds(ex.started_at, ex.ended_at), ex.tool_call.name) for t in traces for ex in of(t, m.ToolExecution)), reverse=True
+    )
+    rows = run_query(store, "slowest_tool_executions", {"limit": "4"}).records()
+    assert [r["seconds"] for r in rows] == pytest.approx([s for s, _ in spans[:4]])
+    everything = run_query(store, "slowest_tool_executions", BIG).records()
+    assert len(everything) == len(spans)
+    midnight = next(r for r in everything if r["tool"] == "midnight")
+    assert midnight["seconds"] == pytest.approx(1.25) and midnight["failed"] is False
+    react_divide = [r for r in everything if r["tool"] == "divide" and r["error"]]
+    assert react_divide and all(r["failed"] is True for r in react_divide)
+
+
+def test_longest_conversations(store, traces):
+    # messages in the trace, directly or in any request it holds
+    counts = sorted((len(of(t, m.LMMessage)) for t in traces), reverse=True)
+    rows = run_query(store, "longest_conversations", {"limit": 5}).records()
+    assert [r["messages"] for r in rows] == counts[:5]
+    assert len(run_query(store, "longest_conversations", {"limit": 0}).rows) == 0
+    assert len(run_query(store, "longest_conversations", BIG).rows) == len(traces)
+
+
+def test_tool_argument_frequency(store, traces):
+    counts = Counter()
+    for trace in traces:
+        for call in of(trace, m.LMToolCallPart) + of(trace, m.ToolCall):
+            counts[(call.name, json.dumps(call.args, sort_keys=True, separators=(",", ":"), ensure_ascii=False))] += 1
+    rows = run_query(store, "tool_argument_frequency", BIG).rows
+    assert {(tool, args): n for tool, args, n, _ in rows} == dict(counts)
+    add_rows = run_query(store, "tool_argument_frequency", {"tool": "add"}).rows
+    assert {r[1]: r[2] for r in add_rows} == {args: n for (tool, args), n in counts.items() if tool == "add"}
+    assert len(run_query(store, "tool_argument_frequency", {"tool": "add", "limit": "1"}).rows) == 1
+
+
+def test_refusal_traces_and_finish_reasons(store, traces):
+    with_refusals = [t for t in traces if of(t, m.LMRefusalPart)]
+    rows = run_query(store, "refusal_traces").records()
+    assert sorted(r["refusals"] for r in rows) == sorted(len(of(t, m.LMRefusalPart)) for t in with_refusals)
+    assert len(rows) == len(with_refusals) >= 2
+    reasons = Counter(o.finish_reason or "" for t in traces for o in of(t, m.LMOutput))
+    assert {r[0]: r[1] for r in run_query(store, "finish_reasons").rows} == reasons
+
+
+def test_part_kinds_and_tokens_per_model_still_serve_the_demo(store, traces):
+    kinds = Counter(type(p).part_type for t in traces for p in walk(t) if hasattr(type(p), "part_type"))
+    assert {r[0]: r[1] for r in run_query(store, "part_kinds").rows} == kinds
+    models = Counter()
+    for t in traces:
+        models.update(e.request.model for e in of(t, m.LMHistoryEntry))
+        if t.request is not None:
+            models[t.request.model] += 1
+    assert {r[0]: r[1] for r in run_query(store, "tokens_per_model").rows} == models
+
+
+# --- parameters are data --------------------------------------------------------------------------------
+
+
+def text_parameters():
+    return [(q.name, p.name) for q in list_queries() for p in q.parameters if p.type == "string"]
+
+
+@pytest.mark.parametrize(("query", "param"), text_parameters())
+def test_hostile_values_of_every_text_parameter_are_data(store, query, param):
+    column = EXPECTED_COLUMNS[query].index(param)
+    extra = BIG if any(p.name == "limit" for p in get_query(query).parameters) else {}
+    everything = run_query(store, query, extra).rows
+    for value in HOSTILE:
+        rows = run_query(store, query, {param: value, **extra}).rows
+        assert Counter(rows) == Counter(r for r in everything if r[column] == value), (query, value)
+        assert rows, f"{query} found nothing named {value!r}"
+
+
+@pytest.mark.parametrize("value", HOSTILE + ["", "é\u2028\x00\x7f", "\\", "\\\\u005C\\u0022"])
+def test_sparql_term_reads_back_as_the_same_literal(value):
+    import pyoxigraph as ox
+
+    text = sparql_term(value)
+    [row] = ox.Store().query(f"SELECT ?v WHERE {{ VALUES ?v {{ {text} }} }}")
+    assert row["v"] == ox.Literal(value)
+
+
+def test_typed_parameters_are_validated():
+    assert sparql_term("2031-01-02", "date") == '"2031-01-02"^^<http://www.w3.org/2001/XMLSchema#date>'
+    assert sparql_term("42", "int") == '"42"^^<http://www.w3.org/2001/XMLSchema#integer>'
+    for bad in ("2031-02-30", "2031-1-2", '2031-01-02" } #', "yesterday"):
+        with pytest.raises(ValueError, match="date written YYYY-MM-DD"):
+            sparql_term(bad, "date")
+    with pytest.raises(ValueError, match="expected a string"):
+        sparql_term(3)
+
+
+def test_bad_parameters_name_the_parameter_and_the_type(store):
+    with pytest.raises(ValueError, match=r"no parameter 'colour'.*tool, limit"):
+        run_query(store, "slowest_tool_executions", {"colour": "red"})
+    for bad in ("-1", "ten", "5; DROP", "1e3", True):
+        with pytest.raises(ValueError, match=r"parameter 'limit' of query 'longest_conversations'.*non-negative integer"):
+            run_query(store, "longest_conversations", {"limit": bad})
+    with pytest.raises(ValueError, match=r"parameter 'since' .*YYYY-MM-DD"):
+        run_query(store, "tokens_cost_per_model_day", {"since": "2031-01-01\" } #"})
+    with pytest.raises(ValueError, match="no query named 'nope'"):
+        run_query(store, "nope")
+    with pytest.raises(ValueError, match="raw SPARQL takes none"):
+        run_query(store, "SELECT * WHERE { ?s ?p ?o }", {"tool": "x"})
+
+
+def test_binding_replaces_only_the_data_block_and_the_limit():
+    query = get_query("slowest_tool_executions")
+    bound = bind_parameters(query, {"tool": '" } ; DROP ALL #', "limit": "3"})
+    assert 'VALUES (?tool) { ("\\" } ; DROP ALL #") }' in bound
+    assert bound.rstrip().endswith("LIMIT 3")
+    assert bound.replace('VALUES (?tool) { ("\\" } ; DROP ALL #") }', "VALUES (?tool) { (UNDEF) }").replace("LIMIT 3", "LIMIT 10") == query.text
+    assert bind_parameters(query) == query.text
+
+
+# --- raw SPARQL -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sparql",
+    [
+        "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }",
+        "select * where { service <http://x/> { ?s ?p ?o } }",
+        "SELECT * WHERE { SERVIC\\u0045 <http://x/> { ?s ?p ?o } }",
+        "SELECT * FROM <file:///etc/passwd> WHERE { ?s ?p ?o }",
+        "SELECT * FROM NAMED <file:///etc/passwd> WHERE { GRAPH ?g { ?s ?p ?o } }",
+        "PREFIX f: <file:///etc/> SELECT * FROM f:passwd WHERE { ?s ?p ?o }",
+        "BASE <file:///etc/> SELECT * FROM <passwd> WHERE { ?s ?p ?o }",
+        "SELECT * FROM undeclared:x WHERE { ?s ?p ?o }",
+        "LOAD <http://example.org/data.ttl>",
+        "DROP ALL",
+        "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
+    ],
+)
+def test_raw_sparql_that_reaches_beyond_the_store_is_refused(store, sparql):
+    with pytest.raises(ValueError):
+        run_query(store, sparql)
+
+
+def test_raw_sparql_runs_and_keywords_in_strings_iris_and_names_are_not_refused(store, traces):
+    ok = [
+        'PREFIX ex: <http://example.org/> SELECT ?service ?load WHERE { GRAPH ?g { ?service ?p "SERVICE <file:///x> LOAD" } '
+        "OPTIONAL { ?service ex:load ?load } } # SERVICE in a comment",
+        "SELECT (COUNT(*) AS ?n) FROM <https://example.org/g> FROM NAMED <urn:dspy-rdf:trace:x> WHERE { ?s ?p ?o }",
+    ]
+    for sparql in ok:
+        check_user_sparql(sparql)
+        run_query(store, sparql)
+    result = run_query(store, "SELECT (COUNT(DISTINCT ?g) AS ?n) WHERE { GRAPH ?g { ?g a <https://w3id.org/lmodel/dspy/Trace> } }")
+    assert result.rows == [(len(traces),)]
+    check_user_sparql("SELECT * FROM <file:///x> WHERE { ?s ?p ?o }", allow_federation=True)
+    assert QueryResult.from_json({"head": {}, "boolean": True}).rows == [(True,)]
+
+
+# --- results ----------------------------------------------------------------------------------------------
+
+
+def test_formats(store):
+    result = run_query(store, "tool_calls_per_tool")
+    table = result.format("table")
+    assert table.splitlines()[0].split() == result.columns and f"({len(result.rows)} rows)" in table
+    import csv
+    import io
+
+    back = list(csv.reader(io.StringIO(result.to_csv())))
+    assert back[0] == result.columns and len(back) == len(result.rows) + 1
+    assert {r[0] for r in back[1:]} == {r[0] for r in result.rows}  # tool names with newlines and quotes survive CSV
+    tsv = result.to_tsv().splitlines()
+    assert len(tsv) == len(result.rows) + 1 and all(line.count("\t") == len(result.columns) - 1 for line in tsv)
+    assert json.loads(result.format("json")) == result.raw
+    with pytest.raises(ValueError, match="unknown format"):
+        result.format("xml")
+    assert set(FORMATS) == {"table", "csv", "tsv", "json"}
+
+
+def test_to_dataframe_needs_pandas(store):
+    result = run_query(store, "finish_reasons")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install pandas"):
+            result.to_dataframe()
+    else:
+        frame = result.to_dataframe()
+        assert list(frame.columns) == result.columns and len(frame) == len(result.rows)
+
+
+def test_a_result_from_sparql_json_keeps_unbound_cells_as_none():
+    raw = {"head": {"vars": ["a", "b"]}, "results": {"bindings": [{"a": {"type": "literal", "value": "1", "datatype": "http://www.w3.org/2001/XMLSchema#integer"}}]}}
+    result = QueryResult.from_json(raw)
+    assert result.rows == [(1, None)] and result.to_csv() == "a,b\r\n1,\r\n"
+
+
+def test_trace_lines_are_the_source_of_the_store(traces):
+    # sanity: every trace in the test set writes tool calls where walk() finds them (guards the ground truth)
+    for trace in traces:
+        _, lines = trace_lines(trace)
+        assert sum("/LMToolCallPart>" in line for line in lines) == len(of(trace, m.LMToolCallPart))

@@ -1,0 +1,339 @@
+"""The remote store: a real ``oxigraph serve`` on 127.0.0.1 (fixture ``oxigraph_server`` in conftest.py), and tiny
+scripted HTTP servers on 127.0.0.1 for retries, ``Retry-After``, timeouts, typed errors, credentials and redirects."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+import traceback
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+
+import pytest
+
+from dspy_rdf import model as m
+from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.remote import (
+    RemoteAuthError,
+    RemoteConnectionError,
+    RemoteHTTPError,
+    RemoteQueryError,
+    RemoteStore,
+    RemoteTimeoutError,
+    endpoints_for,
+)
+from dspy_rdf.store import EmbeddedStore, StoreError, open_store
+from dspy_rdf.writer import trace_lines
+
+SECRET = "s3cr3t-Value-42"
+FAST = {"max_attempts": 3, "backoff": 0.01, "timeout": 5, "connect_timeout": 1}
+
+
+@pytest.fixture(autouse=True)
+def no_store_env(monkeypatch):
+    for name in (
+        "DSPY_RDF_QUERY_URL", "DSPY_RDF_UPDATE_URL", "DSPY_RDF_GSP_URL", "DSPY_RDF_STORE_USER", "DSPY_RDF_STORE_PASSWORD",
+        "DSPY_RDF_STORE_TOKEN", "DSPY_RDF_STORE_AUTH", "DSPY_RDF_STORE_TIMEOUT", "DSPY_RDF_STORE_CONNECT_TIMEOUT",
+        "DSPY_RDF_STORE_MAX_ATTEMPTS",
+    ):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+def bundled() -> list[m.Trace]:
+    return [item.trace for item in read_traces(bundled_traces_path())]
+
+
+def sorted_dump(store, traces=None, trig=False) -> list[str]:
+    handle = io.BytesIO()
+    store.dump(handle, traces=traces, trig=trig)
+    return sorted(handle.getvalue().decode("utf-8").splitlines())
+
+
+# --- against a real Oxigraph server ----------------------------------------------------------------------------
+
+
+def test_open_store_gives_a_remote_store_for_a_url(oxigraph_server):
+    with open_store(oxigraph_server) as store:
+        assert isinstance(store, RemoteStore)
+        assert (store.query_url, store.update_url, store.gsp_url) == endpoints_for(oxigraph_server)
+        assert store.location == oxigraph_server
+
+
+def test_put_stats_iris_idempotence_delete_dump(remote_store, tmp_path):
+    traces = bundled()
+    iris = [trace_lines(t)[0] for t in traces]
+    report = remote_store.put(traces)
+    assert report.written == iris and report.replaced == [] and report.failed == []
+    assert remote_store.trace_iris() == sorted(iris)
+    with EmbeddedStore(tmp_path / "embedded") as embedded:
+        embedded.put(traces)
+        assert remote_store.stats() == embedded.stats()
+        assert sorted_dump(remote_store) == sorted_dump(embedded)
+        assert sorted_dump(remote_store, trig=True) == sorted_dump(embedded, trig=True)
+    first = sorted_dump(remote_store)
+    again = remote_store.put(traces)
+    assert again.written == iris and again.replaced == iris
+    assert sorted_dump(remote_store) == first
+    assert remote_store.delete(iris[0]) is True
+    assert remote_store.delete(iris[0]) is False
+    assert remote_store.trace_iris() == sorted(iris[1:])
+    assert remote_store.stats()["traces"] == len(iris) - 1
+    with pytest.raises(StoreError, match="no trace"):
+        remote_store.dump(io.BytesIO(), traces=[iris[0]])
+    assert remote_store.dump(io.BytesIO(), traces=iris[1:3]) == 2
+
+
+def test_select_answers_equal_the_embedded_store(remote_store, tmp_path):
+    traces = bundled()
+    remote_store.put(traces)
+    queries = [resources.files("dspy_rdf").joinpath("queries", name).read_text() for name in ("part_kinds.rq", "tokens_per_model.rq", "tool_calls_per_tool.rq")]
+    queries += [
+        "SELECT ?g ?p ?o WHERE { GRAPH ?g { ?g ?p ?o } } ORDER BY ?g ?p ?o",
+        "SELECT ?s (LANG(?o) AS ?lang) ?o WHERE { GRAPH ?g { ?s ?p ?o FILTER(isLiteral(?o)) } } ORDER BY ?s ?o LIMIT 200",
+    ]
+    with EmbeddedStore(tmp_path / "embedded") as embedded:
+        embedded.put(traces)
+        for query in queries:
+            assert remote_store.select(query) == embedded.select(query), query
+    assert remote_store.select("ASK { GRAPH ?g { ?s ?p ?o } }") == {"head": {}, "boolean": True}
+    assert remote_store.select("ASK { GRAPH <urn:nothing> { ?s ?p ?o } }") == {"head": {}, "boolean": False}
+
+
+def test_a_bad_query_is_a_value_error_with_the_status(remote_store):
+    with pytest.raises(RemoteQueryError) as caught:
+        remote_store.select("SELEKT nothing")
+    assert isinstance(caught.value, ValueError) and caught.value.status == 400
+    assert "HTTP 400" in str(caught.value)
+
+
+def test_a_failed_put_says_which_traces_of_the_batch_were_written(oxigraph_server):
+    """The Graph Store endpoint fails after the first trace: the error lists what was written."""
+    traces = bundled()[:3]
+    with FakeServer() as fake, RemoteStore(oxigraph_server, gsp_url=fake.url + "/store", max_attempts=1) as store:
+        fake.script(Reply(204), Reply(500, body="disk full"))
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.put(traces)
+    error = caught.value
+    assert error.status == 500 and "disk full" in str(error)
+    assert error.written == [trace_lines(traces[0])[0]] and error.replaced == []
+    assert hasattr(error, "report")
+    assert [r.method for r in fake.requests] == ["PUT", "PUT"]
+    assert fake.requests[0].headers["Content-Type"] == "application/n-triples"
+    assert f"> <{trace_lines(traces[0])[0]}> .\n".encode() not in fake.requests[0].body
+
+
+# --- scripted servers --------------------------------------------------------------------------------------------
+
+
+class Reply:
+    def __init__(self, status: int = 200, *, body: str | bytes = b"", headers: dict[str, str] | None = None, delay: float = 0.0) -> None:
+        self.status, self.headers, self.delay = status, headers or {}, delay
+        self.body = body.encode() if isinstance(body, str) else body
+
+
+EMPTY_RESULTS = Reply(200, body=json.dumps({"head": {"vars": ["g"]}, "results": {"bindings": []}}), headers={"Content-Type": "application/sparql-results+json"})
+
+
+class Seen:
+    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+        self.method, self.path, self.headers, self.body = method, path, headers, body
+
+
+class FakeServer:
+    """An HTTP server on 127.0.0.1 that answers with the scripted replies in order (then 200) and records requests."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Seen] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                outer.requests.append(Seen(self.command, self.path, dict(self.headers.items()), body))
+                reply = outer.replies.popleft() if outer.replies else Reply(200)
+                time.sleep(reply.delay)
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except OSError:  # the client gave up (timeout test)
+                    pass
+
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def script(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_5xx_is_retried_with_backoff_then_succeeds():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(500), Reply(502), EMPTY_RESULTS)
+        assert store.select("SELECT ?g WHERE {}")["results"]["bindings"] == []
+    assert [r.method for r in fake.requests] == ["POST"] * 3
+    assert fake.requests[-1].path == "/query"
+    assert fake.requests[-1].headers["Accept"] == "application/sparql-results+json"
+    assert fake.requests[-1].headers["Content-Type"] == "application/x-www-form-urlencoded"
+
+
+def test_retry_after_is_honoured():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(503, headers={"Retry-After": "1"}), Reply(429, headers={"Retry-After": "0"}), EMPTY_RESULTS)
+        start = time.monotonic()
+        store.select("SELECT ?g WHERE {}")
+        elapsed = time.monotonic() - start
+    assert len(fake.requests) == 3
+    assert 1.0 <= elapsed < 3.0
+
+
+def test_persistent_errors_are_typed_with_status_and_body_excerpt():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(*[Reply(503, body="overloaded " + "x" * 2000)] * 3)
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.delete("urn:trace:1")
+        assert caught.value.status == 503 and len(fake.requests) == 3
+        assert "HTTP 503" in str(caught.value) and "overloaded" in str(caught.value) and len(str(caught.value)) < 600
+        assert "after 3 attempts" in str(caught.value)
+        assert isinstance(caught.value, StoreError)
+
+        fake.script(Reply(404, body="no such graph"))
+        assert store.delete("urn:trace:1") is False
+        fake.script(Reply(204))
+        assert store.delete("urn:trace:1") is True
+        assert fake.requests[-1].method == "DELETE" and fake.requests[-1].path == "/store?graph=urn%3Atrace%3A1"
+
+        fake.script(Reply(409, body="conflict"))  # 4xx other than 429: not retried
+        before = len(fake.requests)
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.delete("urn:trace:1")
+        assert caught.value.status == 409 and len(fake.requests) == before + 1
+
+
+def test_updates_are_not_retried_once_sent():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(503), Reply(204))
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.update("CLEAR ALL")
+    assert caught.value.status == 503 and len(fake.requests) == 1
+    assert fake.requests[0].path == "/update"
+
+
+def test_a_stalled_server_times_out_and_is_retried():
+    with FakeServer() as fake, RemoteStore(fake.url, max_attempts=2, backoff=0.01, timeout=0.3, connect_timeout=1) as store:
+        fake.script(Reply(200, delay=2), Reply(200, delay=2))
+        start = time.monotonic()
+        with pytest.raises(RemoteTimeoutError) as caught:
+            store.select("SELECT ?g WHERE {}")
+        elapsed = time.monotonic() - start
+    assert len(fake.requests) == 2 and elapsed < 1.5
+    assert "timed out" in str(caught.value) and isinstance(caught.value, RemoteConnectionError)
+
+
+def test_a_closed_port_is_a_connection_error_without_credentials(monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", SECRET)
+    url = f"http://127.0.0.1:{closed_port()}"
+    with RemoteStore(url, **FAST) as store:
+        assert SECRET not in repr(store) and "bearer" in repr(store)
+        with pytest.raises(RemoteConnectionError) as caught:
+            store.trace_iris()
+    text = "".join(traceback.format_exception(caught.value))
+    assert SECRET not in text and url in str(caught.value) and "after 3 attempts" in str(caught.value)
+
+
+def test_credentials_in_the_url_are_refused_and_never_shown(monkeypatch):
+    port = closed_port()
+    for url in (f"http://alice:{SECRET}@127.0.0.1:{port}", f"http://127.0.0.1:{port}/sparql?access-token={SECRET}"):
+        with pytest.raises(StoreError) as caught:
+            RemoteStore(url)
+        assert SECRET not in "".join(traceback.format_exception(caught.value))
+        assert "DSPY_RDF_STORE_USER" in str(caught.value)
+    monkeypatch.setenv("DSPY_RDF_GSP_URL", f"http://bob:{SECRET}@127.0.0.1:{port}/store")
+    with pytest.raises(StoreError) as caught:
+        RemoteStore(f"http://127.0.0.1:{port}")
+    assert SECRET not in str(caught.value) and "Graph Store endpoint" in str(caught.value)
+
+
+def test_basic_auth_from_the_environment_and_a_401_is_an_auth_error(monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE_USER", "alice")
+    monkeypatch.setenv("DSPY_RDF_STORE_PASSWORD", SECRET)
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(401, body=f"bad password {SECRET}"))
+        with pytest.raises(RemoteAuthError) as caught:
+            store.select("ASK {}")
+        assert SECRET not in repr(store)
+    assert fake.requests[0].headers["Authorization"].startswith("Basic ")
+    assert caught.value.status == 401 and SECRET not in "".join(traceback.format_exception(caught.value))
+    assert "DSPY_RDF_STORE_USER" in str(caught.value)
+
+
+def test_credentials_do_not_follow_a_redirect_to_another_host(monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", SECRET)
+    with FakeServer() as origin, FakeServer() as other, RemoteStore(origin.url, **FAST) as store:
+        # 127.0.0.1 -> 127.0.0.1 (same origin, other path): credentials kept; then -> localhost:<other port>: dropped.
+        origin.script(
+            Reply(307, headers={"Location": "/elsewhere/query"}),
+            Reply(307, headers={"Location": f"http://localhost:{other.port}/query"}),
+        )
+        other.script(EMPTY_RESULTS)
+        assert store.select("SELECT ?g WHERE {}")["results"]["bindings"] == []
+    assert [r.path for r in origin.requests] == ["/query", "/elsewhere/query"]
+    assert all(r.headers.get("Authorization") == f"Bearer {SECRET}" for r in origin.requests)
+    [forwarded] = other.requests
+    assert forwarded.method == "POST" and b"query=" in forwarded.body  # 307 keeps the method and body
+    assert "Authorization" not in forwarded.headers and SECRET not in json.dumps(forwarded.headers)
+
+
+def test_a_put_is_retried_and_its_body_is_n_triples():
+    [trace] = bundled()[:1]
+    iri, lines = trace_lines(trace)
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(EMPTY_RESULTS, Reply(503), Reply(201))
+        report = store.put([trace], bulk=True)  # bulk is ignored remotely
+    assert report.written == [iri]
+    assert [r.method for r in fake.requests] == ["POST", "PUT", "PUT"]
+    body = fake.requests[-1].body.decode()
+    assert fake.requests[-1].path.startswith("/store?graph=")
+    assert sorted(body.splitlines()) == sorted(line.removesuffix(f" <{iri}> .\n") + " ." for line in lines)
+
+
+def test_endpoint_overrides_from_the_environment_and_keywords(monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_QUERY_URL", "http://q.example:7001/")
+    monkeypatch.setenv("DSPY_RDF_GSP_URL", "http://q.example:7001/")
+    store = RemoteStore("http://localhost:7878", update_url="http://u.example/update")
+    assert (store.query_url, store.update_url, store.gsp_url) == ("http://q.example:7001/", "http://u.example/update", "http://q.example:7001/")
+    store.close()
+    monkeypatch.setenv("DSPY_RDF_STORE_TIMEOUT", "soon")
+    with pytest.raises(StoreError, match="DSPY_RDF_STORE_TIMEOUT"):
+        RemoteStore("http://localhost:7878")
