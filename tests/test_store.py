@@ -117,7 +117,7 @@ def test_a_trace_that_cannot_be_stored_is_reported_and_the_others_are_written(st
     broken = trace_from_json(load("part_text.json"))
     broken.request.messages[0].parts[0].text = "lone surrogate \ud800 here"
     report = store.put([traces[0], broken, traces[1]])
-    assert len(report.failed) == 1 and "lone surrogate" in report.failed[0][1]
+    assert len(report.failed) == 1 and "lone UTF-16 surrogate" in report.failed[0][1]
     assert report.written == [trace_lines(traces[0])[0], trace_lines(traces[1])[0]]
     assert store.trace_iris() == sorted(report.written)
 

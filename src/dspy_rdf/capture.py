@@ -41,6 +41,7 @@ from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
 from dspy_rdf.dspy33 import entry_from_json
 from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.history_dict import entry_from_history_dict
 from dspy_rdf.tracejson import _to_jsonable, trace_from_dspy
 
@@ -137,8 +138,9 @@ class FileSink:
     """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
     one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call."""
 
-    def __init__(self, path: str | Path, *, base: str = DEFAULT_BASE) -> None:
+    def __init__(self, path: str | Path, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR) -> None:
         self.path = Path(path)
+        self.redactor = redactor
         suffix = self.path.suffix.lower()
         if suffix not in (".nq", ".jsonl"):
             raise ValueError(f"{self.path}: a capture file is appended to, so it must be N-Quads (.nq) or JSON Lines (.jsonl)")
@@ -147,7 +149,9 @@ class FileSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, trace: m.Trace) -> None:
-        """Append one run."""
+        """Append one run, its secrets redacted (see :mod:`dspy_rdf.redact`)."""
+        if self.redactor is not None:
+            trace = self.redactor(trace)
         if self.path.suffix.lower() == ".nq":
             from dspy_rdf.writer import trace_lines
 

@@ -77,12 +77,29 @@ class _Inputs:
                     self.skipped += 1
 
 
+def _redactor(args: argparse.Namespace):
+    from dspy_rdf.redact import Redactor
+
+    if args.no_redact:
+        if args.redact_field or args.redact_pattern:
+            raise ValueError("--no-redact cannot be combined with --redact-field or --redact-pattern")
+        return None
+    patterns = {}
+    for pair in args.redact_pattern or []:
+        kind, sep, regex = pair.partition("=")
+        if not sep or not kind or not regex:
+            raise ValueError(f"--redact-pattern {pair!r}: write it as KIND=REGEX")
+        patterns[kind] = regex
+    return Redactor(extra_patterns=patterns, extra_fields=args.redact_field or ())
+
+
 def _export(args: argparse.Namespace) -> int:
     from dspy_rdf.formats import RdfFormat, write_traces
 
     inputs = _Inputs(args.files, args, strict=args.strict)
+    redactor = _redactor(args)
     if args.output is None:
-        return _export_to_store(args, inputs)
+        return _export_to_store(args, inputs, redactor)
     if args.bulk:
         raise ValueError("--bulk applies to --store only")
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
@@ -95,7 +112,7 @@ def _export(args: argparse.Namespace) -> int:
         unwritable.append(error)
 
     with _progress(args.files) as progress, _atomic_output(args.output) as handle:
-        count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written)
+        count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written, redactor=redactor)
     notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
     if unwritable:
         notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
@@ -105,12 +122,12 @@ def _export(args: argparse.Namespace) -> int:
     return 1 if inputs.skipped or unwritable else 0
 
 
-def _export_to_store(args: argparse.Namespace, inputs: _Inputs) -> int:
+def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int:
     from dspy_rdf.store import StoreError, open_store
 
     with _progress(args.files) as progress, open_store(args.store) as store:
         try:
-            report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk)
+            report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk, redactor=redactor)
         except StoreError as exc:
             done = getattr(exc, "report", None)
             written = len(done.written) if done is not None else 0
@@ -122,7 +139,7 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs) -> int:
             )
             return 2
     for iri, reason in report.failed:
-        print(f"not written: {iri}: {reason}", file=sys.stderr)
+        print(f"not written: {reason}" if iri and iri in reason or not iri else f"not written: {iri}: {reason}", file=sys.stderr)
     notes = [f"{len(report.replaced)} replaced"] if report.replaced else []
     if inputs.skipped:
         notes.append(f"skipped {inputs.skipped} bad input(s)")
@@ -350,6 +367,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "--bulk",
         action="store_true",
         help="with an embedded --store: pyoxigraph's bulk loader, faster for first loads but not atomic (see README)",
+    )
+    export.add_argument(
+        "--no-redact", action="store_true", help="keep secrets (API keys, bearer tokens, api_key-like fields) instead of redacting them"
+    )
+    export.add_argument("--redact-field", action="append", metavar="NAME", help="also redact the values of JSON fields with this name (repeatable)")
+    export.add_argument(
+        "--redact-pattern", action="append", metavar="KIND=REGEX", help="also redact text matching REGEX, marked [REDACTED:KIND] (repeatable)"
     )
     export.set_defaults(run=_export)
 

@@ -15,6 +15,7 @@ from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.errors import RdfInputError, TraceInputError
 from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.reader import traces_from_quads
 from dspy_rdf.resources import jsonld_context_path
 from dspy_rdf.validation import rdflib_term
@@ -58,10 +59,17 @@ _OX_FORMAT = {
 }
 
 
-def serialize_traces(traces: Iterable[m.Trace], format: RdfFormat = RdfFormat.N_QUADS, *, base: str = DEFAULT_BASE) -> bytes:
-    """Serialize traces in ``format``; formats with graphs put each trace in the named graph of its IRI."""
+def serialize_traces(
+    traces: Iterable[m.Trace],
+    format: RdfFormat = RdfFormat.N_QUADS,
+    *,
+    base: str = DEFAULT_BASE,
+    redactor: Redactor | None = DEFAULT_REDACTOR,
+) -> bytes:
+    """Serialize traces in ``format`` (secrets redacted, see :func:`write_traces`); formats with graphs put each
+    trace in the named graph of its IRI."""
     buffer = io.BytesIO()
-    write_traces(traces, buffer, format, base=base)
+    write_traces(traces, buffer, format, base=base, redactor=redactor)
     return buffer.getvalue()
 
 
@@ -73,6 +81,7 @@ def write_traces(
     base: str = DEFAULT_BASE,
     batch: int = 500,
     on_error: Callable[[TraceInputError], None] | None = None,
+    redactor: Redactor | None = DEFAULT_REDACTOR,
 ) -> int:
     """Write traces to a binary file handle as they come, ``batch`` traces at a time; return how many were written.
 
@@ -81,13 +90,16 @@ def write_traces(
     raises :class:`TraceInputError` naming the node and property, or, with ``on_error``, is passed to it and
     skipped. Memory stays bounded by one batch (and the set of IRIs written) for every format but JSON-LD, which
     is one JSON document and so is built whole. Turtle and TriG batches each start with their ``@prefix`` lines,
-    which the formats allow.
+    which the formats allow. Secrets are redacted first by ``redactor`` (:mod:`dspy_rdf.redact`; ``None``
+    keeps everything).
     """
     check_base(base)
     count = 0
     written: set[str] = set()
     pending: list[bytes] = []
     for trace in traces:
+        if redactor is not None:
+            trace = redactor(trace)
         try:
             iri, data = encode_trace(trace, base=base, graph=format.has_graphs or format is RdfFormat.JSON_LD)
         except TraceInputError as exc:

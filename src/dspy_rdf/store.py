@@ -30,9 +30,10 @@ import pyoxigraph as ox
 
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
-from dspy_rdf.errors import DspyRdfError
+from dspy_rdf.errors import DspyRdfError, TraceInputError
+from dspy_rdf.formats import encode_trace
 from dspy_rdf.identity import DEFAULT_BASE, check_base
-from dspy_rdf.writer import trace_lines
+from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 
 __all__ = [
     "DEFAULT_STORE",
@@ -65,7 +66,8 @@ class StoreLockedError(StoreError):
 
 @dataclass
 class PutReport:
-    """What :meth:`TraceStore.put` did: IRIs written (in input order), replaced (already stored), and failed with why."""
+    """What :meth:`TraceStore.put` did: IRIs written (in input order), replaced (already stored), and traces that
+    could not be written, as ``(iri, why)`` (``iri`` is empty when it could not be computed; ``why`` names it then)."""
 
     written: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
@@ -80,20 +82,24 @@ class _Encoded:
     triples: int
 
 
-def encode_traces(traces: Iterable[m.Trace], *, base: str) -> Iterator[_Encoded | tuple[str, str]]:
-    """Each trace as N-Quads bytes in its own graph (or ``(iri, reason)`` when it cannot be encoded); repeats dropped."""
+def encode_traces(
+    traces: Iterable[m.Trace], *, base: str, redactor: Redactor | None = DEFAULT_REDACTOR
+) -> Iterator[_Encoded | tuple[str, str]]:
+    """Each trace (redacted) as N-Quads bytes in its own graph, or ``("", reason)`` when it cannot be written as
+    RDF; repeats dropped."""
     seen: set[str] = set()
     for trace in traces:
-        iri, lines = trace_lines(trace, base=base)
+        if redactor is not None:
+            trace = redactor(trace)
+        try:
+            iri, data = encode_trace(trace, base=base)
+        except TraceInputError as exc:  # the message names the trace when its IRI could be computed
+            yield "", str(exc)
+            continue
         if iri in seen:
             continue
         seen.add(iri)
-        try:
-            data = "".join(lines).encode("utf-8")
-        except UnicodeEncodeError as exc:  # lone surrogates cannot be stored as RDF text
-            yield iri, f"text that is not valid Unicode (a lone surrogate at character {exc.start} of the trace's N-Quads)"
-            continue
-        yield _Encoded(iri, data, len(lines))
+        yield _Encoded(iri, data, data.count(b"\n"))
 
 
 class TraceStore(ABC):
@@ -138,10 +144,12 @@ class TraceStore(ABC):
         bulk: bool = False,
         batch_triples: int = 200_000,
         progress: Callable[[int], None] | None = None,
+        redactor: Redactor | None = DEFAULT_REDACTOR,
     ) -> PutReport:
         """Write traces, each into the named graph of its IRI (replacing it), ``batch_triples`` at a time.
 
-        ``progress`` is called with the number of traces of each batch once it is stored. Traces that cannot be
+        ``progress`` is called with the number of traces of each batch once it is stored. Secrets are redacted
+        first by ``redactor`` (:mod:`dspy_rdf.redact`; ``None`` keeps everything). Traces that cannot be
         written are listed in :attr:`PutReport.failed`; the others are written regardless. Exceptions from the store
         itself (disk, network) propagate after what was written before them is reported in the exception's
         ``report`` attribute, so a caller can say which traces were not written.
@@ -172,7 +180,7 @@ class TraceStore(ABC):
                 progress(len(pending))
             pending, size = [], 0
 
-        for item in encode_traces(traces, base=base):
+        for item in encode_traces(traces, base=base, redactor=redactor):
             if isinstance(item, tuple):
                 report.failed.append(item)
                 continue
