@@ -57,7 +57,7 @@ def oxigraph_server(tmp_path_factory: pytest.TempPathFactory):
     binary = Path(sys.executable).with_name("oxigraph")
     command = str(binary) if binary.exists() else shutil.which("oxigraph")
     if command is None:
-        pytest.skip("the oxigraph command is not installed (pip install oxigraph)")
+        pytest.fail("the oxigraph command is not installed: it is part of the test extra (pip install -e '.[test]')")
     port = _free_port()
     location = tmp_path_factory.mktemp("oxigraph-server")
     log = (location.parent / "oxigraph-server.log").open("wb")

@@ -3,6 +3,7 @@ server (a real ``oxigraph serve`` process on 127.0.0.1), plus the CLI over a sto
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -19,7 +20,7 @@ from dspy_rdf.cli import main
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.store import EmbeddedStore, StoreLockedError, open_store, term_value
+from dspy_rdf.store import EmbeddedStore, StoreError, StoreLockedError, open_store, term_value
 from dspy_rdf.tracejson import trace_from_json
 from dspy_rdf.writer import trace_lines
 
@@ -133,40 +134,66 @@ def test_a_second_writer_on_the_embedded_store_gets_a_clear_locked_error(tmp_pat
             assert len(reader.trace_iris()) == 2
 
 
-def test_a_killed_export_leaves_no_half_trace(tmp_path):
+@pytest.mark.parametrize("kind", ["embedded", "remote"])
+def test_a_killed_export_leaves_no_half_trace(tmp_path, request, kind):
     """SIGKILL an export in the middle of a large load, rerun it, and find every trace whole exactly once."""
     source = tmp_path / "many.jsonl"
     lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
     with source.open("w", encoding="utf-8") as handle:
-        for copy in range(400):
+        for copy in range(1000 if kind == "embedded" else 300):  # embedded commits 200k triples per transaction
             for line in lines:
-                value = json.loads(line)
-                handle.write(json.dumps(_distinct(value, copy)) + "\n")
-    store_dir = tmp_path / "store"
-    command = [sys.executable, "-m", "dspy_rdf.cli", "export", str(source), "--store", str(store_dir)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Kill it once the store has some data on disk but before the export can have finished.
+                handle.write(json.dumps(_distinct(json.loads(line), copy)) + "\n")
+    if kind == "embedded":
+        target = str(tmp_path / "store")
+
+        def open_target():
+            return EmbeddedStore(target)
+    else:
+        remote = request.getfixturevalue("remote_store")
+        target = remote.location
+
+        def open_target():
+            return remote
+
+    command = [sys.executable, "-m", "dspy_rdf.cli", "export", str(source), "--store", target]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Kill it once some traces are stored, well before the export can have finished.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
-        if store_dir.exists() and any(store_dir.iterdir()):
-            time.sleep(0.8)
+        if kind == "embedded":
+            started = False
+            if (tmp_path / "store").exists():
+                with contextlib.suppress(StoreError), EmbeddedStore(target, read_only=True) as reader:
+                    started = reader.stats()["traces"] > 0
+        else:
+            started = remote.stats()["traces"] > 0
+        if started:
             break
         time.sleep(0.05)
     process.kill()
     process.wait()
-    with EmbeddedStore(store_dir) as store:
-        partial = store.stats()
-        # Every stored trace is whole: its triple count equals what the writer produces for it.
-        complete = {trace_lines(item.trace)[0]: len(trace_lines(item.trace)[1]) for item in read_traces(source)}
-        for iri in store.trace_iris():
-            [row] = store.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{iri}> {{ ?s ?p ?o }} }}")["results"]["bindings"]
-            assert term_value(row["n"]) == complete[iri]
-    assert partial["traces"] < len(complete)  # the kill really interrupted the export
-    assert main(["export", str(source), "--store", str(store_dir)]) == 0
-    with EmbeddedStore(store_dir) as store:
-        assert store.stats()["traces"] == len(complete)
-        assert store.stats()["triples"] == sum(complete.values())
+    complete = dict(_iri_and_size(item.trace) for item in read_traces(source))
+    store = open_target()
+    partial = store.stats()
+    # Every stored trace is whole: its triple count equals what the writer produces for it.
+    sizes = store.select("SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g")["results"]["bindings"]
+    assert len(sizes) == partial["traces"]
+    for row in sizes:
+        assert term_value(row["n"]) == complete[row["g"]["value"]]
+    if kind == "embedded":
+        store.close()
+    assert 0 < partial["traces"] < len(complete)  # the kill really interrupted the export
+    assert main(["export", str(source), "--store", target]) == 0
+    store = open_target()
+    assert store.stats()["traces"] == len(complete)
+    assert store.stats()["triples"] == sum(complete.values())
+    if kind == "embedded":
+        store.close()
+
+
+def _iri_and_size(trace: m.Trace) -> tuple[str, int]:
+    iri, lines = trace_lines(trace)
+    return iri, len(lines)
 
 
 def _distinct(value, copy: int):
