@@ -98,10 +98,8 @@ def write_traces(
     written: set[str] = set()
     pending: list[bytes] = []
     for trace in traces:
-        if redactor is not None:
-            trace = redactor(trace)
         try:
-            iri, data = encode_trace(trace, base=base, graph=format.has_graphs or format is RdfFormat.JSON_LD)
+            iri, data = encode_trace(trace, base=base, graph=format.has_graphs, redactor=redactor)
         except TraceInputError as exc:
             if on_error is None:
                 raise
@@ -122,10 +120,13 @@ def write_traces(
     return count
 
 
-def encode_trace(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True) -> tuple[str, bytes]:
-    """One trace as UTF-8 N-Quads (or N-Triples) bytes; raise :class:`TraceInputError` naming the node and
-    property of text that is not valid Unicode (a lone surrogate), which no RDF syntax can hold."""
-    iri, lines = trace_lines(trace, base=base, graph=graph)
+def encode_trace(
+    trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, redactor: Redactor | None = None
+) -> tuple[str, bytes]:
+    """One trace (its secrets removed by ``redactor``) as UTF-8 N-Quads (or N-Triples) bytes; raise
+    :class:`TraceInputError` naming the node and property of text that is not valid Unicode (a lone surrogate),
+    which no RDF syntax can hold."""
+    iri, lines = trace_lines(trace, base=base, graph=graph, redactor=redactor)
     try:
         return iri, "".join(lines).encode("utf-8")
     except UnicodeEncodeError:

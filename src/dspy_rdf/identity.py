@@ -19,7 +19,17 @@ from typing import Any
 
 from dspy_rdf.model import Trace
 
-__all__ = ["DEFAULT_BASE", "KEY_PREFIX", "canonical_json", "check_base", "trace_iri", "trace_key", "verify_trace_iri"]
+__all__ = [
+    "DEFAULT_BASE",
+    "KEY_PREFIX",
+    "canonical_json",
+    "check_base",
+    "key_from_payload",
+    "trace_iri",
+    "trace_key",
+    "trace_payload",
+    "verify_trace_iri",
+]
 
 DEFAULT_BASE = "urn:dspy-rdf:trace:"
 """Default prefix of trace IRIs; pass ``base=`` (or ``--base``) to put traces under your own namespace."""
@@ -36,14 +46,23 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def trace_key(trace: Trace) -> str:
-    """Return the content key of a trace (``sha256-`` + 32 hex digits); the source index is not part of it."""
+def trace_payload(trace: Trace) -> str:
+    """The text a trace's key is the hash of: its kind (and format) and its canonical JSON."""
     from dspy_rdf.tracejson import trace_to_json
 
     kind = trace.source_kind if trace.source_format == "dspy33" else f"{trace.source_format}/{trace.source_kind}"
-    payload = kind + "\n" + canonical_json(trace_to_json(trace))
+    return kind + "\n" + canonical_json(trace_to_json(trace))
+
+
+def key_from_payload(payload: str) -> str:
+    """The key (``sha256-`` + 32 hex digits) of a :func:`trace_payload`."""
     digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
     return KEY_PREFIX + digest[:_KEY_HEX_DIGITS]
+
+
+def trace_key(trace: Trace) -> str:
+    """Return the content key of a trace (``sha256-`` + 32 hex digits); the source index is not part of it."""
+    return key_from_payload(trace_payload(trace))
 
 
 def check_base(base: str) -> str:

@@ -39,7 +39,7 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "aws_access_key_id": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     "github_token": r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
     "slack_token": r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
-    "bearer_token": r"(?<=(?i:bearer) )[A-Za-z0-9\-._~+/]{16,}=*",
+    "bearer_token": r"(?<=(?:[Bb]earer|BEARER) )[A-Za-z0-9\-._~+/]{16,}=*",
 }
 """Kind of secret -> regular expression, applied to every string of a trace."""
 
@@ -52,6 +52,17 @@ DEFAULT_FIELDS: frozenset[str] = frozenset(
 ``token`` is not one: logprobs entries name each generated token ``token``."""
 
 _FIELD_KIND = "secret_field"
+_JSON_KEY = re.compile(r'"([^"\\]{1,64})":')
+# Literal text every match of a default pattern contains (secrets are ASCII, so canonical JSON holds them as is).
+_DEFAULT_PREFIXES: dict[str, tuple[str, ...]] = {
+    "anthropic_api_key": ("sk-ant-",),
+    "openai_api_key": ("sk-",),
+    "google_api_key": ("AIza",),
+    "aws_access_key_id": ("AKIA", "ASIA"),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "slack_token": ("xox",),
+    "bearer_token": ("earer ", "EARER "),
+}
 
 
 def marker(kind: str) -> str:
@@ -99,6 +110,23 @@ class Redactor:
             _normalized(f) for f in extra_fields
         }
         self.callback = callback
+        # A cheap test on a trace's canonical JSON that rules out most traces without walking them: literal
+        # prefixes for the default patterns (a regex search only for user patterns), and the JSON keys.
+        self._prefixes = tuple(p for kind, p in _DEFAULT_PREFIXES.items() if kind in chosen and chosen[kind] == DEFAULT_PATTERNS[kind])
+        extra = {k: r for k, r in chosen.items() if k not in _DEFAULT_PREFIXES or r != DEFAULT_PATTERNS[k]}
+        self._extra = re.compile("|".join(f"(?:{r})" for r in extra.values())) if extra else None
+
+    def may_hold_secrets(self, canonical_json: str) -> bool:
+        """Whether a trace with this canonical JSON could have something to redact (False is certain)."""
+        if self.callback is not None:
+            return True
+        text = canonical_json
+        if any(prefix in text for group in self._prefixes for prefix in group):
+            return True
+        if self._extra is not None and self._extra.search(text) is not None:
+            return True
+        fields = self.fields
+        return any(_normalized(key) in fields for key in set(_JSON_KEY.findall(text)))
 
     def __call__(self, trace: m.Trace) -> m.Trace:
         """A copy of ``trace`` with its secrets replaced and counted in ``redactions`` (``trace`` itself if none)."""

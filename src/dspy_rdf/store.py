@@ -20,6 +20,8 @@ the same input is exported again without ``bulk``.
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -89,10 +91,8 @@ def encode_traces(
     RDF; repeats dropped."""
     seen: set[str] = set()
     for trace in traces:
-        if redactor is not None:
-            trace = redactor(trace)
         try:
-            iri, data = encode_trace(trace, base=base)
+            iri, data = encode_trace(trace, base=base, redactor=redactor)
         except TraceInputError as exc:  # the message names the trace when its IRI could be computed
             yield "", str(exc)
             continue
@@ -156,39 +156,61 @@ class TraceStore(ABC):
         """
         check_base(base)
         report = PutReport()
-        pending: list[_Encoded] = []
-        size = 0
+        # Reading and encoding (Python) overlap with committing (pyoxigraph or the network, outside the GIL): a
+        # writer thread commits batch n while this thread encodes batch n+1; at most two batches wait in between.
+        batches: queue.Queue[list[_Encoded] | None] = queue.Queue(maxsize=2)
+        failure: list[BaseException] = []
 
-        def flush() -> None:
-            nonlocal pending, size
-            if not pending:
-                return
+        def commit(batch: list[_Encoded]) -> None:
             try:
-                replaced = self._write_batch(pending, bulk=bulk)
+                replaced = self._write_batch(batch, bulk=bulk)
             except StoreError as exc:
                 # A remote store writes trace by trace and says which of the batch it wrote before failing.
                 done = set(getattr(exc, "written", ()))
-                report.written += [e.iri for e in pending if e.iri in done]
+                report.written += [e.iri for e in batch if e.iri in done]
                 report.replaced += list(getattr(exc, "replaced", ()))
-                report.triples += sum(e.triples for e in pending if e.iri in done)
-                exc.report = report  # type: ignore[attr-defined]
+                report.triples += sum(e.triples for e in batch if e.iri in done)
                 raise
-            report.written += [e.iri for e in pending]
+            report.written += [e.iri for e in batch]
             report.replaced += replaced
-            report.triples += size
+            report.triples += sum(e.triples for e in batch)
             if progress is not None:
-                progress(len(pending))
-            pending, size = [], 0
+                progress(len(batch))
 
-        for item in encode_traces(traces, base=base, redactor=redactor):
-            if isinstance(item, tuple):
-                report.failed.append(item)
-                continue
-            pending.append(item)
-            size += item.triples
-            if size >= batch_triples:
-                flush()
-        flush()
+        def writer() -> None:
+            while (batch := batches.get()) is not None:
+                if not failure:
+                    try:
+                        commit(batch)
+                    except BaseException as exc:  # handed to the caller's thread below
+                        failure.append(exc)
+
+        thread = threading.Thread(target=writer, name="dspy-rdf-store-writer", daemon=True)
+        thread.start()
+        try:
+            pending: list[_Encoded] = []
+            size = 0
+            for item in encode_traces(traces, base=base, redactor=redactor):
+                if failure:
+                    break
+                if isinstance(item, tuple):
+                    report.failed.append(item)
+                    continue
+                pending.append(item)
+                size += item.triples
+                if size >= batch_triples:
+                    batches.put(pending)
+                    pending, size = [], 0
+            if pending and not failure:
+                batches.put(pending)
+        finally:
+            batches.put(None)  # even on an interrupt: the batch being committed finishes whole
+            thread.join()
+        if failure:
+            exc = failure[0]
+            if isinstance(exc, StoreError):
+                exc.report = report  # type: ignore[attr-defined]
+            raise exc
         return report
 
     def trace_iris(self) -> list[str]:
@@ -257,10 +279,11 @@ class EmbeddedStore(TraceStore):
                     store.remove_graph(graph)
                     replaced.append(item.iri)
             data = b"".join(item.data for item in batch)
+            # lenient: skip re-validating IRIs and language tags, which the writer already validated (parsing twice as fast)
             if bulk:
-                store.bulk_load(data, ox.RdfFormat.N_QUADS)
+                store.bulk_load(data, ox.RdfFormat.N_QUADS, lenient=True)
             else:
-                store.load(data, ox.RdfFormat.N_QUADS)  # one transaction: every trace of the batch, or none
+                store.load(data, ox.RdfFormat.N_QUADS, lenient=True)  # one transaction: every trace of the batch, or none
         except OSError as exc:
             raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
         return replaced

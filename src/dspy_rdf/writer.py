@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.errors import TraceInputError
-from dspy_rdf.identity import DEFAULT_BASE, check_base, trace_key
+from dspy_rdf.identity import DEFAULT_BASE, check_base, key_from_payload, trace_payload
+
+if TYPE_CHECKING:
+    from dspy_rdf.redact import Redactor
 
 __all__ = ["part_ref_iri", "trace_lines", "traces_to_nquads"]
 
@@ -472,15 +475,26 @@ def part_ref_iri(trace_iri: str, ref: m.PartRef) -> str:
     return f"{trace_iri}/call/{ref.call}/entry/response/output/{ref.output}/part/{ref.part}"
 
 
-def trace_lines(trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None) -> tuple[str, list[str]]:
+def trace_lines(
+    trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None, redactor: Redactor | None = None
+) -> tuple[str, list[str]]:
     """Write one trace as N-Quads lines (or N-Triples lines with ``graph=False``); return ``(trace IRI, lines)``.
 
     With ``graph=True`` every quad is in the named graph whose name is the trace IRI. ``iri`` overrides the
-    content-derived trace IRI (used when reading back a graph whose IRI is already known).
+    content-derived trace IRI (used when reading back a graph whose IRI is already known). ``redactor``
+    removes secrets first (:mod:`dspy_rdf.redact`); the trace's canonical JSON, which the IRI needs anyway, tells
+    it cheaply whether there can be any.
     """
     try:
         if iri is None:
-            iri = check_base(base) + trace_key(trace)
+            payload = trace_payload(trace)
+            if redactor is not None and redactor.may_hold_secrets(payload):
+                redacted = redactor(trace)
+                if redacted is not trace:
+                    trace, payload = redacted, trace_payload(redacted)
+            iri = check_base(base) + key_from_payload(payload)
+        elif redactor is not None:
+            trace = redactor(trace)
         writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
         writer.trace(trace, iri)
     except RecursionError:
