@@ -123,7 +123,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int:
-    from dspy_rdf.store import StoreError, open_store
+    from dspy_rdf.store import EmbeddedStore, StoreError, open_store
 
     with _progress(args.files) as progress, open_store(args.store) as store:
         try:
@@ -138,6 +138,9 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
                 file=sys.stderr,
             )
             return 2
+        if isinstance(store, EmbeddedStore) and (args.bulk or report.triples >= _OPTIMIZE_AFTER_TRIPLES):
+            print(f"optimizing the store for queries after loading {report.triples} triples…", file=sys.stderr)
+            store.optimize()
     for iri, reason in report.failed:
         print(f"not written: {reason}" if iri and iri in reason or not iri else f"not written: {iri}: {reason}", file=sys.stderr)
     notes = [f"{len(report.replaced)} replaced"] if report.replaced else []
@@ -152,6 +155,10 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
         f"stored {len(report.written)} trace(s), {report.triples} triples, in {store.location}{mode}" + "".join(f"; {n}" for n in notes)
     )
     return 1 if inputs.skipped or report.failed else 0
+
+
+_OPTIMIZE_AFTER_TRIPLES = 1_000_000
+"""Compact the embedded store after exports this large (and after every --bulk export)."""
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -327,6 +327,14 @@ class EmbeddedStore(TraceStore):
             handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
         return len(names)
 
+    def optimize(self) -> None:
+        """Compact the store's files (RocksDB compaction). Worth it after large loads, above all ``bulk`` ones: on
+        100k LM calls it made canned queries 2 to 5 times faster (``docs/benchmarks.md``)."""
+        try:
+            self._store.optimize()
+        except OSError as exc:
+            raise StoreError(f"optimizing the store at {self.path} failed: {exc}") from None
+
     def close(self) -> None:
         if not self.read_only:
             self._store.flush()
