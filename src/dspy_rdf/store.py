@@ -253,6 +253,8 @@ class EmbeddedStore(TraceStore):
             else:
                 self.path.mkdir(parents=True, exist_ok=True)
                 self._store = ox.Store(str(self.path))
+        except RuntimeError as exc:  # RocksDB: e.g. a store another process is still creating, or not a store
+            raise StoreError(f"cannot open the store at {self.path}: {exc} (is it still being created, or not a dspy-rdf store?)") from None
         except OSError as exc:
             if isinstance(exc, StoreError):
                 raise
