@@ -7,6 +7,7 @@ import unicodedata
 
 import pytest
 
+from conftest import load
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.store import EmbeddedStore
@@ -151,3 +152,27 @@ def test_empty_strings_and_missing_fields_stay_different():
     for trace in (a, b):
         [(_, back)] = parse_traces(serialize_traces([trace], RdfFormat.TURTLE), RdfFormat.TURTLE)
         assert back == trace
+
+
+@pytest.mark.parametrize(
+    "patch, expected",
+    [
+        ({"timestamp": "not a date"}, "field timestamp: expected an ISO 8601 date-time"),
+        ({"timestamp": "2025-01-01"}, "field timestamp: expected an ISO 8601 date-time"),
+        ({"timestamp": "2025-13-01T00:00:00"}, "field timestamp: expected an ISO 8601 date-time"),
+    ],
+)
+def test_timestamps_that_are_not_date_times_are_named(patch, expected):
+    from dspy_rdf.errors import TraceInputError
+
+    with pytest.raises(TraceInputError, match=expected):
+        trace_from_json({**load("history_entry_all_parts.json"), **patch})
+
+
+def test_a_cost_too_large_for_a_double_is_named():
+    from dspy_rdf.errors import TraceInputError
+
+    value = load("response_all_parts.json")
+    value["cost"] = 10**400
+    with pytest.raises(TraceInputError, match="field response.cost: the number has 401 digits"):
+        trace_from_json(value)

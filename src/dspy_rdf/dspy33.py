@@ -10,6 +10,8 @@ object, so a round trip gives back equal JSON. Neither needs DSPy installed; :fu
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 from dspy_rdf import model as m
@@ -74,7 +76,27 @@ def _float(d: dict[str, Any], key: str, path: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(f"{path}.{key}", f"expected a number, got {_kind(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise _fail(f"{path}.{key}", f"the number has {len(str(abs(value)))} digits, too large for a double") from None
+
+
+# xsd:dateTime's lexical form (what the graph holds), which every ISO 8601 date-time DSPy writes has.
+_DATETIME = re.compile(r"-?\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
+
+
+def check_datetime(value: str, path: str) -> str:
+    """Return ``value`` if it is an ISO 8601 / ``xsd:dateTime`` date-time, else raise naming ``path``."""
+    valid = _DATETIME.fullmatch(value) is not None
+    if valid:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            valid = False
+    if not valid:
+        raise _fail(path, f"expected an ISO 8601 date-time such as 2025-01-31T12:00:00 or 2025-01-31T12:00:00Z, got {value!r}")
+    return value
 
 
 def _bool(d: dict[str, Any], key: str, path: str, *, default: bool | None = None) -> bool | None:
@@ -373,7 +395,7 @@ def entry_from_json(value: Any, path: str = "") -> m.LMHistoryEntry:
     return m.LMHistoryEntry(
         request=request_from_json(_required(d, "request", p), f"{prefix}request"),
         response=response_from_json(_required(d, "response", p), f"{prefix}response"),
-        timestamp=_str(d, "timestamp", p, required=True),
+        timestamp=check_datetime(_str(d, "timestamp", p, required=True), f"{prefix}timestamp"),
         uuid=_str(d, "uuid", p, required=True),
         model_type=_str(d, "model_type", p),
         extra_fields={k: v for k, v in d.items() if k not in _ENTRY_FIELDS and k not in _ENTRY_DERIVED},

@@ -153,10 +153,17 @@ def _to_jsonld(nquads: bytes) -> bytes:
     """JSON-LD compacted with the LinkML-generated context (rdflib does the compaction)."""
     import rdflib
 
+    def term(t: ox.NamedNode | ox.Literal) -> rdflib.term.Node:
+        if isinstance(t, ox.Literal) and t.datatype.value != v.XSD_STRING and not t.language:
+            # rdflib would rewrite the lexical form of typed literals (2025-01-01T00:00:00Z -> ...+00:00, .000 -> ''):
+            # the text must stay exactly what DSPy wrote.
+            return rdflib.Literal(t.value, datatype=rdflib.URIRef(t.datatype.value), normalize=False)
+        return rdflib_term(t)
+
     dataset = rdflib.Dataset()
     for q in ox.parse(nquads, ox.RdfFormat.N_QUADS):
         graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
-        graph.add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
+        graph.add((term(q.subject), rdflib.URIRef(q.predicate.value), term(q.object)))
     context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]
     return dataset.serialize(format="json-ld", context=context, auto_compact=True).encode("utf-8")
 

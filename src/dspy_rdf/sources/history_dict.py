@@ -59,7 +59,7 @@ import uuid as uuid_lib
 from typing import Any
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import _fail, _float, _kind, _obj, _str
+from dspy_rdf.dspy33 import _fail, _float, _kind, _obj, _str, check_datetime
 from dspy_rdf.sources.openai_chat import (
     citation_from_provider,
     config_from_kwargs,
@@ -258,7 +258,9 @@ def entry_from_history_dict(
     if entry_timestamp is None:
         if timestamp is None:
             raise _fail(f"{prefix}timestamp", "the entry does not say when it was recorded (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-timestamp (timestamp= in Python)")
-        entry_timestamp, filled["timestamp"] = timestamp, "given"
+        entry_timestamp, filled["timestamp"] = check_datetime(timestamp, "--fill-timestamp"), "given"
+    else:
+        entry_timestamp = check_datetime(entry_timestamp, f"{prefix}timestamp")
     entry_uuid = _str(d, "uuid", p)
     if entry_uuid is None:
         entry_uuid, filled["uuid"] = _derived_uuid(d), "derived"
