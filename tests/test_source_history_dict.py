@@ -246,7 +246,7 @@ def test_prompt_only_and_prompt_with_messages() -> None:
 
 
 def test_legacy_output_objects() -> None:
-    base = {"messages": [{"role": "user", "content": "q"}], "model": "m", "timestamp": "t", "uuid": "u"}
+    base = {"messages": [{"role": "user", "content": "q"}], "model": "m", "timestamp": "2025-01-01T00:00:00", "uuid": "u"}
     output = {
         "text": "a",
         "reasoning_content": "r",
@@ -284,7 +284,7 @@ def test_dspy33_to_dict_is_not_claimed() -> None:
 
 # --- bad input ------------------------------------------------------------------------------------------------------
 
-BASE = {"messages": [{"role": "user", "content": "q"}], "outputs": ["a"], "model": "m", "timestamp": "t", "uuid": "u"}
+BASE = {"messages": [{"role": "user", "content": "q"}], "outputs": ["a"], "model": "m", "timestamp": "2025-01-01T00:00:00", "uuid": "u"}
 BAD = [
     ({**BASE, "messages": "q"}, "[2].messages"),
     ({**BASE, "outputs": "a"}, "[2].outputs"),

@@ -231,19 +231,59 @@ def _to_json(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from dspy_rdf.formats import RdfFormat, parse_traces
-    from dspy_rdf.inputs import JSONL_SUFFIXES
-    from dspy_rdf.validation import validate_traces
+    from dspy_rdf.validation import validate_dataset, validate_store
 
-    json_files = [p for p in args.files if p.suffix.lower() in (".json", *JSONL_SUFFIXES)]
-    inputs = _Inputs(json_files, args, strict=False)
-    traces = list(inputs.traces())
-    for path in args.files:
-        if path not in json_files:
-            traces += [t for _, t in parse_traces(path, RdfFormat.from_path(path))]
-    report = validate_traces(traces, base=args.base)
-    print(f"{len(traces)} trace(s): {report}")
-    return 0 if report.conforms and not inputs.skipped else 1
+    if args.files and args.store is not None:
+        raise ValueError("give input FILEs or --store, not both")
+    if not args.files and args.store is None:
+        raise ValueError("give input FILEs (JSON, JSONL or RDF) or --store PATH|URL to validate")
+    traces = list(dict.fromkeys(args.trace)) if args.trace else None
+    skipped = 0
+    if args.store is not None:
+        from dspy_rdf.store import open_store
+
+        with open_store(args.store or None, read_only=True) as store:
+            report = validate_store(store, traces=traces, engine=args.engine)
+    else:
+        import pyoxigraph as ox
+
+        from dspy_rdf.formats import _OX_FORMAT, RdfFormat
+        from dspy_rdf.inputs import JSONL_SUFFIXES
+        from dspy_rdf.writer import trace_lines
+
+        # Everything goes into one in-memory dataset, one named graph per trace: JSON traces as they are exported,
+        # RDF files as they are (their triples are validated, not a re-export of them).
+        dataset = ox.Store()
+        json_files = [p for p in args.files if p.suffix.lower() in (".json", *JSONL_SUFFIXES)]
+        inputs = _Inputs(json_files, args, strict=False)
+        for trace in inputs.traces():
+            _, lines = trace_lines(trace, base=args.base)
+            dataset.load("".join(lines).encode("utf-8"), ox.RdfFormat.N_QUADS)
+        skipped = inputs.skipped
+        for path in args.files:
+            if path in json_files:
+                continue
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: no such file")
+            try:
+                dataset.load(path.read_bytes(), _OX_FORMAT[RdfFormat.from_path(path)])
+            except SyntaxError as exc:
+                raise ValueError(f"{path}: not valid RDF: {exc}") from None
+        if args.engine == "pyshacl":
+            report = validate_dataset(dataset, traces=traces)
+        else:
+            from dspy_rdf.fastshacl import validate_store as fast
+
+            report = fast(dataset, traces=traces, engine=args.engine)
+    if args.format == "json":
+        print(report.to_json())
+    elif args.format == "ttl":
+        sys.stdout.write(report.to_turtle())
+    else:
+        print(report.to_text())
+    if skipped:
+        print(f"skipped {skipped} bad input(s)", file=sys.stderr)
+    return 0 if report.conforms and not skipped else 1
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -414,10 +454,20 @@ def _build_parser() -> argparse.ArgumentParser:
     to_json.add_argument("--format", choices=formats, help="RDF format (default: from the file's extension)")
     to_json.set_defaults(run=_to_json)
 
-    validate = sub.add_parser("validate", help="check traces (JSON, JSONL or RDF) against the SHACL shapes")
-    validate.add_argument("files", nargs="+", type=Path)
+    validate = sub.add_parser(
+        "validate",
+        help="check traces (JSON, JSONL, RDF files or a store) against the SHACL shapes and the integrity rules",
+        description="Exit 0 when every trace conforms, 1 when one does not (or an input was skipped), 2 on an error.",
+    )
+    validate.add_argument("files", nargs="*", type=Path, help="DSPy JSON/JSONL or RDF (.ttl, .nt, .nq, .trig, .jsonld)")
     _input_options(validate, source_formats, from_help)
     validate.add_argument("--base", default=DEFAULT_BASE, help="prefix of trace IRIs for JSON inputs")
+    validate.add_argument(
+        "--store", nargs="?", const="", metavar="PATH|URL", help=f"validate a store instead of files (default: {store_help})"
+    )
+    validate.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
+    validate.add_argument("--format", choices=["text", "json", "ttl"], default="text", help="report format: text (grouped by trace and rule), json, or ttl (a SHACL validation report)")
+    validate.add_argument("--engine", choices=["pyshacl", "fast"], default="pyshacl", help="pyshacl (the reference, default) or fast (SPARQL inside pyoxigraph)")
     validate.set_defaults(run=_validate)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")

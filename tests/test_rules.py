@@ -1,0 +1,211 @@
+"""The hand-written integrity rules (shapes/dspy.rules.ttl) and the LinkML-carried ones: every rule is broken once in
+a real trace (a fixture exported as N-Quads, then a small edit of its graph) and reported as exactly that rule;
+every fixture and bundled trace conforms."""
+
+from __future__ import annotations
+
+import json
+
+import pyoxigraph as ox
+import pytest
+import rdflib
+
+from conftest import DATA, load
+from dspy_rdf import trace_from_json
+from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.formats import RdfFormat, serialize_traces
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.resources import shapes_dir
+from dspy_rdf.validation import ValidationReport, node_label, validate_dataset, validate_traces
+
+D = "https://w3id.org/lmodel/dspy/"
+PREFIX = f"PREFIX dspy: <{D}> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
+RULES = ("ToolResultAnswersCall", "UniqueToolCallIds", "ContiguousPositions", "UsageTotal", "ToolCallOffered", "StartBeforeEnd", "ErrorResultHasContent")
+
+
+def _dataset(name: str) -> tuple[ox.Store, str]:
+    """A fixture as an in-memory dataset (exported with serialize_traces: one named graph) and its trace IRI."""
+    trace = trace_from_json(load(name))
+    store = ox.Store()
+    store.load(serialize_traces([trace], RdfFormat.N_QUADS), ox.RdfFormat.N_QUADS)
+    [graph] = list(store.named_graphs())
+    return store, graph.value
+
+
+def _update(store: ox.Store, graph: str, sparql: str) -> None:
+    """Run a SPARQL update whose WHERE/INSERT/DELETE patterns are in the trace's graph (``WITH``)."""
+    store.update(PREFIX + f"WITH <{graph}>\n" + sparql)
+
+
+def _one(store: ox.Store, graph: str, select: str) -> ox.QuerySolution:
+    rows = list(store.query(PREFIX + f"SELECT * WHERE {{ GRAPH <{graph}> {{ {select} }} }} LIMIT 1"))
+    assert rows, select
+    return rows[0]
+
+
+def _rederive_answers(store: ox.Store, graph: str) -> None:
+    """Rewrite dspy:answers from the call ids, as the writer derives it."""
+    _update(store, graph, "DELETE { ?r dspy:answers ?c } WHERE { ?r dspy:answers ?c }")
+    _update(store, graph, "INSERT { ?r dspy:answers ?c } WHERE { ?r a dspy:LMToolResultPart ; dspy:call_id ?id . ?c a dspy:LMToolCallPart ; dspy:call_id ?id }")
+
+
+def _rules(report: ValidationReport) -> set[str]:
+    return {x.rule for x in report.violations}
+
+
+# --- every rule, broken once ------------------------------------------------------------------------------------
+
+
+def _delete_answers(store, g):
+    _update(store, g, "DELETE { ?r dspy:answers ?c } WHERE { { SELECT ?r ?c WHERE { ?r dspy:answers ?c } ORDER BY ?r ?c LIMIT 1 } }")
+    return "dspy:answers"
+
+
+def _answers_wrong_call(store, g):
+    # the result of call_w1 answers the tool call of call_t1 as well
+    _update(store, g, """INSERT { ?r dspy:answers ?other } WHERE {
+        ?r a dspy:LMToolResultPart ; dspy:call_id "call_w1" . ?other a dspy:LMToolCallPart ; dspy:call_id "call_t1" }""")
+    return "dspy:answers"
+
+
+def _duplicate_call_id(store, g):
+    # a message with two tool calls: the second gets the first's id (answers re-derived, so only the id clashes)
+    row = _one(store, g, """?m dspy:parts ?a , ?b . ?a a dspy:LMToolCallPart ; dspy:call_id ?id .
+                            ?b a dspy:LMToolCallPart ; dspy:call_id ?old . FILTER (STR(?a) < STR(?b))""")
+    _update(store, g, f"DELETE {{ {row['b']} dspy:call_id ?x }} INSERT {{ {row['b']} dspy:call_id {row['id']} }} WHERE {{ {row['b']} dspy:call_id ?x }}")
+    _rederive_answers(store, g)
+    return "dspy:parts"
+
+
+def _duplicate_position(store, g):
+    _update(store, g, "DELETE { ?p dspy:position 1 } INSERT { ?p dspy:position 0 } WHERE { <%s/entry/0/request/message/1> dspy:parts ?p . ?p dspy:position 1 }" % g)
+    return None
+
+
+def _position_gap(store, g):
+    _update(store, g, "DELETE { ?m dspy:position ?n } INSERT { ?m dspy:position 7 } WHERE { <%s/entry/0/request> dspy:messages ?m . ?m dspy:position ?n FILTER(?n = 3) }" % g)
+    return "dspy:messages"
+
+
+def _position_missing(store, g):
+    _update(store, g, "DELETE { ?o dspy:position ?n } WHERE { <%s/entry/0/response> dspy:outputs ?o . ?o dspy:position ?n }" % g)
+    return "dspy:outputs"
+
+
+def _total_tokens(store, g):
+    _update(store, g, "DELETE { ?u dspy:total_tokens ?t } INSERT { ?u dspy:total_tokens 1 } WHERE { ?u dspy:total_tokens ?t }")
+    return "dspy:total_tokens"
+
+
+def _no_outputs(store, g):
+    _update(store, g, "DELETE { ?r dspy:outputs ?o } WHERE { ?r dspy:outputs ?o }")
+    return "dspy:outputs"
+
+
+def _tool_not_offered(store, g):
+    _update(store, g, """DELETE { ?p rdfs:label ?n } INSERT { ?p rdfs:label "no_such_tool" }
+                         WHERE { ?r dspy:outputs ?o . ?o dspy:parts ?p . ?p a dspy:LMToolCallPart ; rdfs:label ?n }""")
+    return "rdfs:label"
+
+
+def _tool_in_message_not_offered(store, g):
+    _update(store, g, """DELETE { ?p rdfs:label ?n } INSERT { ?p rdfs:label "no_such_tool" }
+                         WHERE { ?q dspy:messages ?m . ?m dspy:parts ?p . ?p a dspy:LMToolCallPart ; rdfs:label ?n }""")
+    return "rdfs:label"
+
+
+def _ends_before_start(store, g):
+    store.update(PREFIX + f"""INSERT DATA {{ GRAPH <{g}> {{
+        <{g}> dspy:started_at "2026-01-02T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ;
+              dspy:ended_at "2026-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> }} }}""")
+    return "dspy:ended_at"
+
+
+def _error_without_content(store, g):
+    _update(store, g, "DELETE { ?r dspy:content ?c } WHERE { ?r a dspy:LMToolResultPart ; dspy:content ?c }")
+    _update(store, g, "DELETE { ?r dspy:is_error ?e } INSERT { ?r dspy:is_error true } WHERE { ?r a dspy:LMToolResultPart ; dspy:is_error ?e }")
+    return "dspy:content"
+
+
+BREAKS = [
+    ("history_entry_all_parts.json", _delete_answers, "ToolResultAnswersCall"),
+    ("openai_exchange_tool_loop.json", _answers_wrong_call, "ToolResultAnswersCall"),
+    ("openai_exchange_tool_loop.json", _duplicate_call_id, "UniqueToolCallIds"),
+    ("history_entry_all_parts.json", _duplicate_position, "ContiguousPositions"),
+    ("history_entry_all_parts.json", _position_gap, "ContiguousPositions"),
+    ("history_entry_all_parts.json", _position_missing, "ContiguousPositions"),
+    ("history_entry_all_parts.json", _total_tokens, "UsageTotal"),
+    ("history_entry_all_parts.json", _no_outputs, "LMResponse"),
+    ("history_entry_all_parts.json", _tool_not_offered, "ToolCallOffered"),
+    ("openai_exchange_tool_loop.json", _tool_in_message_not_offered, "ToolCallOffered"),
+    ("history_entry_all_parts.json", _ends_before_start, "StartBeforeEnd"),
+    ("history_entry_all_parts.json", _error_without_content, "ErrorResultHasContent"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "breaker", "rule"), BREAKS, ids=[b[1].__name__.strip("_") for b in BREAKS])
+def test_each_rule_catches_its_defect_and_only_it(fixture, breaker, rule):
+    store, graph = _dataset(fixture)
+    assert validate_dataset(store).conforms
+    path = breaker(store, graph)
+    report = validate_dataset(store)
+    assert not report.conforms
+    assert _rules(report) == {rule}, report.to_text()
+    for x in report.violations:
+        assert x.trace == graph
+        assert x.message and "{" not in x.message, x.message
+        if path is not None:
+            assert x.path == path, report.to_text()
+        assert x.node == node_label(x.focus_node, graph)
+        assert x.node in report.to_text() and rule in report.to_text()
+
+
+def test_the_rules_count_and_shape_names():
+    g = rdflib.Graph().parse(shapes_dir() / "dspy.rules.ttl")
+    sh = rdflib.Namespace("http://www.w3.org/ns/shacl#")
+    names = {str(s).rsplit("/", 1)[-1] for s in g.subjects(sh.sparql, None)}
+    assert names == set(RULES)
+    for constraint in g.objects(None, sh.sparql):
+        assert g.value(constraint, sh.message) is not None
+        text = str(g.value(constraint, sh.select))
+        assert "$this" in text.split("WHERE", 1)[0], "every rule projects $this"
+        assert "VALUES" not in text and "MINUS" not in text
+
+
+def test_start_and_end_in_order_conform():
+    store, graph = _dataset("history_entry_all_parts.json")
+    store.update(PREFIX + f"""INSERT DATA {{ GRAPH <{graph}> {{
+        <{graph}> dspy:started_at "2026-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ;
+                  dspy:ended_at "2026-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> }} }}""")
+    assert validate_dataset(store).conforms
+
+
+def test_a_result_whose_call_is_outside_the_trace_is_allowed():
+    # a real DSPy request that carries the result of a call made before it: no dspy:answers, no violation
+    store, graph = _dataset("part_tool_result.json")
+    assert not store.query(PREFIX + f"ASK {{ GRAPH <{graph}> {{ ?r dspy:answers ?c }} }}")
+    assert validate_dataset(store).conforms
+
+
+def test_rules_join_nothing_across_traces():
+    # two traces with the same tool call id ("call 1 ...") validated together: each in its own graph
+    traces = [trace_from_json(load("history_entry_all_parts.json")), trace_from_json(load("request_all_parts.json"))]
+    report = validate_traces(traces)
+    assert report.conforms, report.to_text()
+    assert len(report.traces) == 2
+
+
+def test_every_fixture_and_bundled_trace_conforms_with_the_rules():
+    traces = [trace_from_json(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(DATA.glob("*.json"))
+              if p.name.startswith(("part_", "request_", "response_", "history_entry", "react_", "openai_", "dspy341_lm15"))]
+    traces += [item.trace for item in read_traces(bundled_traces_path())]
+    report = validate_traces(traces)
+    assert report.conforms, report.to_text()
+
+
+def test_node_labels():
+    t = "https://example.org/t/abc"
+    assert node_label(f"{t}/entry/0/request/message/2/part/1", t) == "entry 0 › request › message 2 › part 1"
+    assert node_label(t, t) == "trace"
+    assert node_label(f"{t}/call/3/tool_call", t) == "call 3 › tool call"
+    assert node_label("https://elsewhere/x", t) == "https://elsewhere/x"
