@@ -1,0 +1,153 @@
+"""Benchmark of SHACL validation at store scale (issue 5): the fast engine (shapes compiled to SPARQL, run in the
+store) against pySHACL over the same triples.
+
+    .venv/bin/python bench/bench_validate.py [--lm-calls 10000 100000] [--pyshacl-max 30000] [--repeat 3]
+                                             [--repeat-large 1] [--workdir DIR]
+
+Workload: the generator of ``bench/bench_store.py`` (real DSPy traces copied with new uuids, timestamps and models
+until the wanted number of LM calls), loaded once per size into an on-disk embedded store with ``put(bulk=True)``
+(cached in ``--workdir`` between runs). Measured per size:
+
+- fast engine: ``dspy_rdf.fastshacl.validate_store`` over the whole store, ``workers=2`` (two processes) and
+  ``workers=1``; medians of ``--repeat`` runs (``--repeat-large`` above 20k LM calls);
+- pySHACL: ``dspy_rdf.validation.validate_graph`` on one rdflib graph holding every triple (the store's N-Quads,
+  graph names dropped), timed alone (building the rdflib graph is reported separately); only for sizes up to
+  ``--pyshacl-max`` LM calls. Larger sizes are extrapolated linearly from the measured sizes, and labelled so.
+
+Both engines must agree on conformance. Throughputs are triples per second; tables are printed in Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_store import rss_mb, workload  # noqa: E402
+
+from dspy_rdf import fastshacl  # noqa: E402
+from dspy_rdf import vocab as v  # noqa: E402
+from dspy_rdf.inputs import read_traces  # noqa: E402
+from dspy_rdf.store import EmbeddedStore  # noqa: E402
+from dspy_rdf.validation import graph_from_ntriples, validate_graph  # noqa: E402
+
+
+def build_store(lm_calls: int, workdir: Path) -> tuple[Path, int, int, int]:
+    """The on-disk store holding the workload (built once, cached); its traces, LM calls and triples."""
+    path, traces, calls = workload(lm_calls, workdir)
+    target = workdir / f"validate_store_{lm_calls}"
+    meta = target.with_suffix(".meta.json")
+    if not meta.exists():
+        start = time.perf_counter()
+        store = EmbeddedStore(target)
+        report = store.put((item.trace for item in read_traces(path)), bulk=True)
+        store.close()
+        meta.write_text(json.dumps({"triples": report.triples}))
+        print(f"  loaded {report.triples:,} triples into {target} in {time.perf_counter() - start:.1f} s", flush=True)
+    return target, traces, calls, json.loads(meta.read_text())["triples"]
+
+
+def run_fast(target: Path, workers: int) -> tuple[float, object]:
+    store = EmbeddedStore(target, read_only=True)
+    gc.collect()
+    start = time.perf_counter()
+    report = fastshacl.validate_store(store, workers=workers)
+    seconds = time.perf_counter() - start
+    store.close()
+    return seconds, report
+
+
+def run_pyshacl(target: Path) -> tuple[float, float, float, object]:
+    store = EmbeddedStore(target, read_only=True)
+    buffer = io.BytesIO()
+    store.dump(buffer)
+    store.close()
+    before = rss_mb()
+    start = time.perf_counter()
+    graph = graph_from_ntriples(buffer.getvalue())
+    for prefix, namespace in v.PREFIXES.items():
+        graph.bind(prefix, namespace)
+    build = time.perf_counter() - start
+    del buffer
+    gc.collect()
+    start = time.perf_counter()
+    report = validate_graph(graph)
+    seconds = time.perf_counter() - start
+    grew = rss_mb() - before
+    return build, seconds, grew, report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lm-calls", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--pyshacl-max", type=int, default=30_000, help="run pySHACL only up to this many LM calls")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat-large", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, default=Path(".bench"))
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    compiled = fastshacl.compile_shapes()
+    print(f"compiled {len(compiled.checks)} queries from {', '.join(Path(f).name for f in compiled.files)}; not compiled: {list(compiled.unsupported) or 'nothing'}")
+    results = []
+    for lm_calls in args.lm_calls:
+        target, traces, calls, triples = build_store(lm_calls, args.workdir)
+        repeat = args.repeat if lm_calls <= 20_000 else args.repeat_large
+        print(f"\n# {calls:,} LM calls, {traces:,} traces, {triples:,} triples; {repeat} repeat(s)", flush=True)
+        row = {"lm_calls": calls, "traces": traces, "triples": triples, "repeat": repeat}
+        for workers in (2, 1):
+            runs = []
+            for _ in range(repeat):
+                seconds, report = run_fast(target, workers)
+                runs.append(seconds)
+                print(f"  fast, {workers} worker(s): {seconds:8.2f} s ({triples / seconds:,.0f} triples/s), conforms={report.conforms}, {len(report.violations)} violations", flush=True)
+            row[f"fast{workers}"] = statistics.median(runs)
+            row[f"fast{workers}_spread"] = (min(runs), max(runs))
+            row["fast_conforms"] = report.conforms
+        if lm_calls <= args.pyshacl_max:
+            build, seconds, grew, report = run_pyshacl(target)
+            print(f"  pySHACL: rdflib graph built in {build:.1f} s, validate_graph {seconds:.1f} s ({triples / seconds:,.0f} triples/s), +{grew:,.0f} MB RSS, conforms={report.conforms}", flush=True)
+            row.update(pyshacl=seconds, pyshacl_build=build, pyshacl_mb=grew, pyshacl_conforms=report.conforms)
+            if report.conforms != row["fast_conforms"]:
+                raise SystemExit("the engines disagree on conformance")
+        results.append(row)
+    measured = [r for r in results if "pyshacl" in r]
+    if measured:
+        per_triple = sum(r["pyshacl"] for r in measured) / sum(r["triples"] for r in measured)
+        for r in results:
+            if "pyshacl" not in r:
+                r["pyshacl_extrapolated"] = per_triple * r["triples"]
+    print("\n" + markdown(results))
+
+
+def markdown(results: list[dict]) -> str:
+    out = [
+        "| LM calls (traces, triples) | fast, 2 workers: s (triples/s) | fast, 1 worker: s (triples/s) | pySHACL `validate_graph`: s (triples/s) | speed-up (2 workers) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        t = r["triples"]
+        if "pyshacl" in r:
+            ref = r["pyshacl"]
+            ref_text = f"{ref:,.1f} ({t / ref:,.0f})"
+        elif "pyshacl_extrapolated" not in r:
+            out.append(f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) | not run | |")
+            continue
+        else:
+            ref = r["pyshacl_extrapolated"]
+            ref_text = f"*~{ref:,.0f} ({t / ref:,.0f}), extrapolated, not run*"
+        out.append(
+            f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) "
+            f"| {ref_text} | {ref / r['fast2']:.0f}x |"
+        )
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,786 @@
+"""Fast SHACL validation of stored traces: the shapes compiled to SPARQL, run inside pyoxigraph (issue 5).
+
+pySHACL (:mod:`dspy_rdf.validation`) stays the reference; this engine gives the same verdicts (same focus nodes,
+paths, values and constraint components) orders of magnitude faster, on the store itself, without copying the
+triples into rdflib.
+
+Design:
+
+- :func:`compile_shapes` reads every ``shapes/*.ttl`` except the class hierarchy (the generated shapes and any
+  hand-written rules file), plus the hierarchy (``dspy.classes.ttl``), once per process, and turns each shape into a
+  few SPARQL SELECT queries that return only violations:
+
+  - per property shape, one *value* query over the focus nodes' values of its path, with one boolean per
+    constraint (``sh:datatype``, ``sh:nodeKind``, ``sh:class``, ``sh:in``, ``sh:min/maxInclusive``,
+    ``sh:min/maxExclusive``, ``sh:pattern``, ``sh:min/maxLength``, and ``sh:maxCount 1`` as an ``EXISTS`` of a second
+    value);
+  - per node shape, one *count* query over its focus nodes for every ``sh:minCount`` of its property shapes (one
+    ``NOT EXISTS`` each), one query per other ``sh:maxCount`` / ``sh:minCount`` (``GROUP BY ... HAVING``), and one
+    *closed* query for ``sh:closed true`` (every predicate outside the paths and ``sh:ignoredProperties``);
+  - each ``sh:sparql`` SELECT constraint as written (``$this`` is the same variable as ``?this`` in SPARQL, so it is
+    simply left unbound), wrapped in ``GRAPH ?g``; the focus nodes it returns are then kept only if they are
+    targets of the shape.
+
+  Targets (``sh:targetClass``) and ``sh:class`` use the subclass closure of the hierarchy, written into the queries
+  as ``VALUES`` lists. Datatype checks also reject ill-formed lexical forms, as pySHACL does
+  (``isNumeric``, casts).
+- every query runs with ``GRAPH ?g`` over a *batch* of named graphs (``VALUES ?g { ... }``), so one query
+  execution validates many traces at once and each result row names its trace; per-trace semantics are kept
+  (nothing joins across graphs). Batches are independent, so ``workers`` threads run them in parallel (pyoxigraph
+  releases the GIL while it evaluates a query), and memory is bounded by one batch's violations.
+- for a remote store the same SPARQL goes through :meth:`TraceStore.select`.
+
+Known differences from pySHACL (none of them reachable with what the writer produces): pyoxigraph stores numbers,
+booleans and date-times in canonical form, so a reported value is ``"5"^^xsd:integer`` where pySHACL says
+``"+05"^^xsd:integer``; lexical forms that rdflib's lenient parsers accept but XSD does not (``" 7"`` as an integer,
+``"2026-01-01"`` as a dateTime) are violations here and not in pySHACL; ``rdfs:subClassOf`` triples inside the data
+are not used for targets (pySHACL would use them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+import rdflib
+from rdflib.collection import Collection
+from rdflib.namespace import RDF, RDFS, SH, XSD
+
+from dspy_rdf import vocab as v
+from dspy_rdf.resources import shapes_dir
+
+__all__ = ["Check", "CompiledShapes", "compile_shapes", "validate_graph_fast", "validate_store"]
+
+CLASSES_FILE = "dspy.classes.ttl"
+G = "?dspyrdf_g"  # the graph variable of every compiled query (a name no hand-written rule uses)
+_DEFAULT_GRAPH_NAME = "urn:x-dspy-rdf:fastshacl:graph"
+
+# Shape predicates that do not constrain anything.
+_IGNORED = {
+    SH.description, SH.order, SH.defaultValue, SH.name, SH.group, SH.message, SH.severity, SH.deactivated,
+    RDFS.comment, RDFS.label, RDF.type, SH.property, SH.path, SH.targetClass, SH.closed, SH.ignoredProperties,
+    SH.sparql, SH.prefixes, SH.declare,
+}
+_VALUE_PARAMS = {
+    SH.datatype, SH.nodeKind, SH["class"], SH["in"], SH.minInclusive, SH.maxInclusive, SH.minExclusive,
+    SH.maxExclusive, SH.pattern, SH.flags, SH.minLength, SH.maxLength,
+}
+_COUNT_PARAMS = {SH.minCount, SH.maxCount}
+
+
+# --- compiled form ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """One compiled SPARQL query and how to read its rows.
+
+    ``kind`` is ``"value"`` (rows ``this, value`` and one boolean ``?c0, ?c1, ...`` per entry of ``flags``),
+    ``"count"`` (rows ``this`` and the booleans), ``"closed"`` (rows ``this, t, path, value``: candidate triples
+    of focus nodes of closed shapes, decided per shape by ``closed``) or ``"sparql"`` (a hand-written ``sh:sparql``
+    constraint: rows ``this`` and optionally ``value``, ``path``). ``flags`` are
+    ``(component, path, severity, message)``. ``text`` is the query with a ``#V#`` marker wherever a batch's
+    ``VALUES ?g`` goes.
+    """
+
+    kind: str
+    shape: str
+    text: str
+    flags: tuple[tuple[str, str | None, str, str], ...] = ()
+    path: str | None = None
+    severity: str = "Violation"
+    message: str = ""
+    targets: frozenset[str] = frozenset()
+    closed: tuple[tuple[str, frozenset[str], frozenset[str], str], ...] = ()
+
+    def query(self, graphs: Sequence[str] | None = None) -> str:
+        """The SPARQL query over the named graphs ``graphs`` (all named graphs when ``None``)."""
+        values = "" if graphs is None else "VALUES " + G + " { " + " ".join(f"<{g}>" for g in graphs) + " } "
+        return self.text.replace("#V#", values)
+
+
+@dataclass(frozen=True)
+class CompiledShapes:
+    """Every compiled check, the shape files read, and what could not be compiled (empty when all was)."""
+
+    checks: tuple[Check, ...]
+    files: tuple[str, ...]
+    unsupported: tuple[str, ...] = ()
+    prefixes: dict[str, str] = field(default_factory=dict)
+
+
+# --- SPARQL text helpers ------------------------------------------------------------------------------------------
+
+
+def _t(term: rdflib.term.Node) -> str:
+    """SPARQL text of an rdflib IRI or literal."""
+    if isinstance(term, rdflib.URIRef):
+        return f"<{term}>"
+    if isinstance(term, rdflib.Literal):
+        return term.n3()
+    raise ValueError(f"cannot write {term!r} into a query")
+
+
+def _values(var: str, iris: Iterable[str]) -> str:
+    iris = sorted(iris)
+    if len(iris) == 1:
+        return ""
+    return f"VALUES {var} {{ " + " ".join(f"<{c}>" for c in iris) + " }"
+
+
+def _typed(var: str, classes: Iterable[str], tvar: str) -> str:
+    """``var`` has an rdf:type among ``classes``."""
+    classes = sorted(classes)
+    if len(classes) == 1:
+        return f"{var} a <{classes[0]}> ."
+    return f"{var} a {tvar} . {_values(tvar, classes)}"
+
+
+_NUMERIC_DT = {str(XSD[n]) for n in (
+    "integer", "decimal", "double", "float", "int", "long", "short", "byte", "nonNegativeInteger",
+    "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong", "unsignedShort",
+    "unsignedByte",
+)}
+_CAST_DT = {str(XSD.dateTime), str(XSD.date), str(XSD.time)}
+
+
+def _datatype_ok(dt: str) -> str:
+    same = f"sameTerm(datatype(?value), <{dt}>)"
+    if dt in _NUMERIC_DT:
+        return f"{same} && isNumeric(?value)"
+    if dt == str(XSD.boolean):
+        return f"{same} && (?value = true || ?value = false)"
+    if dt in _CAST_DT:
+        return f"{same} && <{dt}>(?value) = ?value"
+    if dt == str(RDFS.Literal):
+        return "isLiteral(?value)"
+    return f"isLiteral(?value) && {same}"
+
+
+def _focus_subquery(targets: Iterable[str]) -> str:
+    """The focus nodes of a shape in each graph, as a subquery (pyoxigraph joins subqueries by hashing, which is
+    far faster here than its nested-loop join of triple patterns)."""
+    return f"{{ SELECT DISTINCT {G} ?this WHERE {{ #V# GRAPH {G} {{ {_typed('?this', targets, '?dspyrdf_t')} }} }} }}"
+
+
+def _value_check(p: str, entries: list[tuple]) -> Check:
+    """One query for the value constraints (and ``sh:maxCount``) of every property shape on path ``p``: the values
+    of ``p`` are scanned once, whatever the number of shapes that constrain them.
+
+    Identical constraint expressions are evaluated once; each flag ``?cN`` is restricted to the types of the shapes
+    that use it. ``flags`` holds, per flag, the ``(shape, targets, component, severity, message)`` that use it."""
+    extras: dict[tuple, int] = {}
+    exprs: dict[str, list[tuple]] = {}
+    all_types: set[str] = set()
+    for shape, targets, flags, meta, extra in entries:
+        all_types |= targets
+        rename = {}
+        for j, key in enumerate(extra):
+            rename[f"?dspyrdf_ok{j})"] = f"?dspyrdf_x{extras.setdefault(key, len(extras))})"
+        for expr, (component, path, severity, message) in zip(flags, meta):
+            for old, new in rename.items():
+                expr = expr.replace(old, new)
+            exprs.setdefault(expr, []).append((shape, targets, component, severity, message))
+    joins = []
+    for key, j in extras.items():
+        if key[0] == "class":
+            typed = _typed("?dspyrdf_y", key[1], "?dspyrdf_c")
+            joins.append(f"OPTIONAL {{ SELECT DISTINCT {G} (?dspyrdf_y AS ?value) (true AS ?dspyrdf_x{j}) WHERE {{ #V# GRAPH {G} {{ {typed} }} }} }}")
+        else:
+            joins.append(
+                f"OPTIONAL {{ SELECT {G} ?this (true AS ?dspyrdf_x{j}) WHERE {{ #V# GRAPH {G} {{ ?this <{p}> ?dspyrdf_v }} }} "
+                f"GROUP BY {G} ?this HAVING (COUNT(DISTINCT ?dspyrdf_v) > {key[1]}) }}"
+            )
+    binds = []
+    flag_meta = []
+    for i, (expr, users) in enumerate(exprs.items()):
+        types = set().union(*(u[1] for u in users))
+        guard = "" if types == all_types else "?t IN (" + ", ".join(f"<{t}>" for t in sorted(types)) + ") && "
+        binds.append(f"BIND({guard}{expr} AS ?c{i})")
+        flag_meta.append(tuple(users))
+    cs = " ".join(f"?c{i}" for i in range(len(binds)))
+    text = (
+        f"SELECT DISTINCT {G} ?this ?t ?value {cs} WHERE {{\n"
+        f"{{ SELECT DISTINCT {G} ?this ?t WHERE {{ #V# GRAPH {G} {{ ?this a ?t }} {_values('?t', all_types) or 'VALUES ?t { <' + next(iter(all_types)) + '> }'} }} }}\n"
+        f"{{ SELECT {G} ?this ?value WHERE {{ #V# GRAPH {G} {{ ?this <{p}> ?value }} }} }}\n"
+        + "\n".join(joins) + "\n" + "\n".join(binds) + "\nFILTER(" + " || ".join(f"?c{i}" for i in range(len(binds))) + ")\n}"
+    )
+    return Check(kind="value", shape="", path=p, text=text, flags=tuple(flag_meta))
+
+
+def _closed_check(closed_shapes: list[tuple[str, frozenset[str], frozenset[str], str]]) -> Check:
+    """One query for every closed shape: each triple of a focus node whose predicate some closed shape of the
+    node's type does not allow (one scan of the triples, whatever the number of closed shapes)."""
+    allowed_by_type: dict[str, frozenset[str]] = {}
+    for _, targets, allowed, _ in closed_shapes:
+        for t in targets:
+            allowed_by_type[t] = allowed_by_type[t] & allowed if t in allowed_by_type else allowed
+    types = " ".join(f"<{t}>" for t in sorted(allowed_by_type))
+    pairs = " ".join(f"(<{t}> <{p}>)" for t, allowed in sorted(allowed_by_type.items()) for p in sorted(allowed))
+    # MINUS against a table of allowed (type, predicate) pairs is a hash anti-join: one scan of the triples.
+    text = (
+        f"SELECT {G} ?this ?t ?path ?value WHERE {{\n"
+        f"{{ SELECT {G} ?this ?t WHERE {{ #V# GRAPH {G} {{ ?this a ?t }} VALUES ?t {{ {types} }} }} }}\n"
+        f"{{ SELECT {G} ?this ?path ?value WHERE {{ #V# GRAPH {G} {{ ?this ?path ?value }} }} }}\n"
+        f"MINUS {{ VALUES (?t ?path) {{ {pairs} }} }}\n}}"
+    )
+    return Check(kind="closed", shape="", text=text, closed=tuple(closed_shapes), message="Node {this} is closed. It cannot have value: {value}")
+
+
+def _not(expr: str) -> str:
+    return f"!COALESCE({expr}, false)"
+
+
+# --- compiler ---------------------------------------------------------------------------------------------------
+
+
+def _shape_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.ttl") if p.name != CLASSES_FILE)
+
+
+def _local(iri: str) -> str:
+    return re.split(r"[#/]", iri)[-1]
+
+
+def _subclass_closure(graph: rdflib.Graph) -> Callable[[str], frozenset[str]]:
+    children: dict[str, set[str]] = {}
+    for sub, sup in graph.subject_objects(RDFS.subClassOf):
+        children.setdefault(str(sup), set()).add(str(sub))
+
+    @lru_cache(maxsize=None)
+    def closure(cls: str) -> frozenset[str]:
+        out = {cls}
+        todo = [cls]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in out:
+                    out.add(child)
+                    todo.append(child)
+        return frozenset(out)
+
+    return closure
+
+
+def _severity(graph: rdflib.Graph, node) -> str:
+    value = graph.value(node, SH.severity)
+    return _local(str(value)) if value is not None else "Violation"
+
+
+def _is_deactivated(graph: rdflib.Graph, node) -> bool:
+    value = graph.value(node, SH.deactivated)
+    return value is not None and bool(getattr(value, "value", False))
+
+
+def compile_shapes(directory: str | Path | None = None) -> CompiledShapes:
+    """Compile the shapes in ``directory`` (default: the package's shapes) into SPARQL checks; cached per process."""
+    return _compile(str(Path(directory) if directory is not None else shapes_dir()))
+
+
+@lru_cache(maxsize=4)
+def _compile(directory: str) -> CompiledShapes:
+    root = Path(directory)
+    files = _shape_files(root)
+    graph = rdflib.Graph()
+    for path in files:
+        graph.parse(path, format="turtle")
+    classes = rdflib.Graph()
+    if (root / CLASSES_FILE).exists():
+        classes.parse(root / CLASSES_FILE, format="nt")
+    closure = _subclass_closure(classes + graph)
+    checks: list[Check] = []
+    unsupported: list[str] = []
+
+    node_shapes = set(graph.subjects(RDF.type, SH.NodeShape)) | set(graph.subjects(SH.targetClass, None))
+    node_shapes |= set(graph.subjects(SH.property, None)) | set(graph.subjects(SH.sparql, None))
+    closed_shapes: list[tuple[str, frozenset[str], frozenset[str], str]] = []  # shape, targets, allowed, severity
+    by_path: dict[str, list[tuple]] = {}  # path -> (shape, targets, flag expressions, flag meta, extra joins)
+    for shape in sorted(node_shapes, key=str):
+        if _is_deactivated(graph, shape):
+            continue
+        name = str(shape)
+        for p in set(graph.predicates(shape, None)):
+            if p not in _IGNORED and p not in _VALUE_PARAMS and p not in _COUNT_PARAMS:
+                unsupported.append(f"{name}: {p} is not compiled")
+        targets: set[str] = set()
+        for cls in graph.objects(shape, SH.targetClass):
+            targets |= closure(str(cls))
+        if not targets:
+            if graph.value(shape, SH.path) is None and not any(graph.subjects(SH.property, shape)):
+                unsupported.append(f"{name}: no sh:targetClass (other targets are not compiled)")
+            continue
+        focus = _focus_subquery(targets)
+        severity = _severity(graph, shape)
+
+        property_shapes = [ps for ps in graph.objects(shape, SH.property) if not _is_deactivated(graph, ps)]
+        if graph.value(shape, SH.path) is not None:  # a property shape with its own targets
+            property_shapes.append(shape)
+        allowed: set[str] = set()
+        min_parts: list[str] = []
+        min_meta: list[tuple[str, str | None, str, str]] = []
+        for ps in sorted(property_shapes, key=lambda x: str(graph.value(x, SH.path))):
+            path = graph.value(ps, SH.path)
+            if not isinstance(path, rdflib.URIRef):
+                unsupported.append(f"{name}: property shape with a non-IRI sh:path {path!r} is not compiled")
+                continue
+            allowed.add(str(path))
+            p = str(path)
+            ps_severity = _severity(graph, ps)
+            for param in set(graph.predicates(ps, None)):
+                if param not in _IGNORED and param not in _VALUE_PARAMS and param not in _COUNT_PARAMS:
+                    unsupported.append(f"{name} {p}: {param} is not compiled")
+            flags: list[str] = []
+            meta: list[tuple[str, str | None, str, str]] = []
+            extra: list[tuple] = []
+
+            def add(component: str, expr: str, message: str) -> None:
+                flags.append(expr)
+                meta.append((component, p, ps_severity, message))
+
+            dt = graph.value(ps, SH.datatype)
+            if dt is not None:
+                add("DatatypeConstraintComponent", _not(_datatype_ok(str(dt))), f"Value is not Literal with datatype {dt}")
+            kind = graph.value(ps, SH.nodeKind)
+            if kind is not None:
+                test = {
+                    SH.IRI: "isIRI(?value)", SH.Literal: "isLiteral(?value)", SH.BlankNode: "isBlank(?value)",
+                    SH.BlankNodeOrIRI: "(isBlank(?value) || isIRI(?value))",
+                    SH.BlankNodeOrLiteral: "(isBlank(?value) || isLiteral(?value))",
+                    SH.IRIOrLiteral: "(isIRI(?value) || isLiteral(?value))",
+                }[kind]
+                add("NodeKindConstraintComponent", _not(test), f"Value is not of Node Kind {kind}")
+            for cls in sorted(graph.objects(ps, SH["class"]), key=str):
+                extra.append(("class", closure(str(cls))))
+                add("ClassConstraintComponent", f"!BOUND(?dspyrdf_ok{len(extra) - 1})", f"Value does not have class {cls}")
+            in_list = graph.value(ps, SH["in"])
+            if in_list is not None:
+                members = list(Collection(graph, in_list))
+                test = " || ".join(f"sameTerm(?value, {_t(x)})" for x in members) or "false"
+                add("InConstraintComponent", _not(test), f"Value not in list {[str(x) for x in members]}")
+            for param, op, comp in (
+                (SH.minInclusive, ">=", "MinInclusiveConstraintComponent"),
+                (SH.maxInclusive, "<=", "MaxInclusiveConstraintComponent"),
+                (SH.minExclusive, ">", "MinExclusiveConstraintComponent"),
+                (SH.maxExclusive, "<", "MaxExclusiveConstraintComponent"),
+            ):
+                for bound in graph.objects(ps, param):
+                    add(comp, _not(f"isLiteral(?value) && ?value {op} {_t(bound)}"), f"Value is not {op} {bound}")
+            for param, op, comp in ((SH.minLength, ">=", "MinLengthConstraintComponent"), (SH.maxLength, "<=", "MaxLengthConstraintComponent")):
+                for bound in graph.objects(ps, param):
+                    add(comp, _not(f"!isBlank(?value) && STRLEN(STR(?value)) {op} {int(bound)}"), f"Value length is not {op} {bound}")
+            for pattern in graph.objects(ps, SH.pattern):
+                flags_lit = graph.value(ps, SH.flags)
+                more = f", {_t(rdflib.Literal(str(flags_lit)))}" if flags_lit is not None else ""
+                add(
+                    "PatternConstraintComponent",
+                    _not(f"!isBlank(?value) && REGEX(STR(?value), {_t(rdflib.Literal(str(pattern)))}{more})"),
+                    f"Value does not match pattern {pattern!r}",
+                )
+            max_count = graph.value(ps, SH.maxCount)
+            if max_count is not None:
+                n = int(max_count)
+                extra.append(("max", n))
+                add("MaxCountConstraintComponent", f"BOUND(?dspyrdf_ok{len(extra) - 1})", f"More than {n} values on {{this}}->{{path}}")
+            if flags:
+                by_path.setdefault(p, []).append((name, frozenset(targets), flags, meta, extra))
+            min_count = graph.value(ps, SH.minCount)
+            if min_count is not None and int(min_count) > 0:
+                n = int(min_count)
+                j = len(min_parts)
+                having = "" if n == 1 else f" HAVING (COUNT(DISTINCT ?dspyrdf_m) >= {n})"
+                min_parts.append(
+                    f"OPTIONAL {{ SELECT {G} ?this (true AS ?dspyrdf_has{j}) WHERE {{ #V# GRAPH {G} {{ ?this <{p}> ?dspyrdf_m }} }} "
+                    f"GROUP BY {G} ?this{having} }}"
+                )
+                min_meta.append(("MinCountConstraintComponent", p, ps_severity, f"Less than {n} values on {{this}}->{{path}}"))
+            checks.extend(_sparql_checks(graph, ps, name, targets, p))
+        if min_parts:
+            binds = "\n".join(f"BIND(!BOUND(?dspyrdf_has{i}) AS ?c{i})" for i in range(len(min_parts)))
+            cs = " ".join(f"?c{i}" for i in range(len(min_parts)))
+            text = (
+                f"SELECT DISTINCT {G} ?this {cs} WHERE {{\n{focus}\n" + "\n".join(min_parts)
+                + f"\n{binds}\nFILTER(" + " || ".join(f"?c{i}" for i in range(len(min_parts))) + ")\n}"
+            )
+            checks.append(Check(kind="count", shape=name, text=text, flags=tuple(min_meta)))
+        closed = graph.value(shape, SH.closed)
+        if closed is not None and bool(closed.value):
+            ignored = graph.value(shape, SH.ignoredProperties)
+            if ignored is not None:
+                allowed |= {str(x) for x in Collection(graph, ignored)}
+            closed_shapes.append((name, frozenset(targets), frozenset(allowed), severity))
+        if graph.value(shape, SH.path) is None:
+            checks.extend(_sparql_checks(graph, shape, name, targets, None))
+    for p, entries in sorted(by_path.items()):
+        checks.append(_value_check(p, entries))
+    if closed_shapes:
+        checks.append(_closed_check(closed_shapes))
+    prefixes = {p: str(ns) for p, ns in graph.namespaces()}
+    return CompiledShapes(checks=tuple(checks), files=tuple(str(p) for p in files), unsupported=tuple(unsupported), prefixes=prefixes)
+
+
+# --- sh:sparql ------------------------------------------------------------------------------------------------------
+
+
+def _prefix_declarations(graph: rdflib.Graph, constraint) -> str:
+    out = []
+    for holder in graph.objects(constraint, SH.prefixes):
+        for decl in graph.objects(holder, SH.declare):
+            prefix = graph.value(decl, SH.prefix)
+            namespace = graph.value(decl, SH.namespace)
+            if prefix is not None and namespace is not None:
+                out.append(f"PREFIX {prefix}: <{namespace}>")
+    return "\n".join(out)
+
+
+_TOKEN = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\n]*|[{}]|\S', re.S)
+
+
+def _wrap_in_graph(query: str) -> str:
+    """``query`` (a SELECT) with its WHERE group wrapped in ``GRAPH ?g``, ``?g`` projected and grouped on, and a
+    ``#V# `` marker where a batch's ``VALUES ?g`` goes."""
+    depth = 0
+    start = end = None
+    select_at = None
+    for m in _TOKEN.finditer(query):
+        tok = m.group(0)
+        if select_at is None and tok[0] in "sS" and query[m.start():m.start() + 6].upper() == "SELECT":
+            select_at = m.start()
+        if tok == "{":
+            if depth == 0 and start is None:
+                start = m.start()
+            depth += 1
+        elif tok == "}":
+            depth -= 1
+            if depth == 0 and start is not None and end is None:
+                end = m.start()
+    if select_at is None or start is None or end is None:
+        raise ValueError("cannot find the WHERE clause of a sh:sparql query")
+    head = query[:start]
+    proj = re.match(r"(?is)(\s*SELECT\s+(?:DISTINCT\s+|REDUCED\s+)?)(.*)", head[select_at:])
+    assert proj is not None
+    if proj.group(2).lstrip().startswith("*"):
+        new_head = head
+    else:
+        new_head = head[:select_at] + proj.group(1) + G + " " + proj.group(2)
+    tail = query[end + 1:]
+    tail = re.sub(r"(?i)\bGROUP\s+BY\b", f"GROUP BY {G}", tail, count=1)
+    return f"{new_head}{{\n#V# GRAPH {G} {{\n{query[start + 1:end]}\n}}\n}}{tail}"
+
+
+def _sparql_checks(graph: rdflib.Graph, shape, name: str, targets: set[str], path: str | None) -> list[Check]:
+    out = []
+    for constraint in graph.objects(shape, SH.sparql):
+        if _is_deactivated(graph, constraint):
+            continue
+        select = graph.value(constraint, SH.select)
+        if select is None:
+            continue
+        text = str(select)
+        if path is not None:
+            text = re.sub(r"\$PATH\b", f"<{path}>", text)
+        query = _prefix_declarations(graph, constraint) + "\n" + text
+        message = graph.value(constraint, SH.message) or graph.value(shape, SH.message)
+        out.append(Check(
+            kind="sparql", shape=name, text=_wrap_in_graph(query), path=path,
+            severity=_severity(graph, constraint) if graph.value(constraint, SH.severity) is not None else _severity(graph, shape),
+            message=str(message) if message is not None else "",
+            targets=frozenset(targets),
+        ))
+    return out
+
+
+# --- running --------------------------------------------------------------------------------------------------------
+
+
+_PREFIXES = dict(v.PREFIXES)
+
+
+@lru_cache(maxsize=4096)
+def _path_text(iri: str) -> str:
+    """A path as :func:`dspy_rdf.validation.validate_graph` reports it (``dspy:slot``, ``rdfs:label``, ...)."""
+    best = None
+    for prefix, namespace in _PREFIXES.items():
+        if iri.startswith(namespace) and (best is None or len(namespace) > len(best[1])):
+            local = iri[len(namespace):]
+            if local and re.fullmatch(r"[A-Za-z_][\w.-]*", local) and not local.endswith("."):
+                best = (prefix, namespace)
+    if best is None:
+        # rdflib's default bindings (rdf, rdfs, xsd, ...) are used by validate_graph too
+        for prefix, namespace in rdflib.Graph().namespace_manager.namespaces():
+            if iri.startswith(str(namespace)) and iri[len(str(namespace)):] and prefix:
+                return f"{prefix}:{iri[len(str(namespace)):]}"
+        return f"<{iri}>"
+    return f"{best[0]}:{iri[len(best[1]):]}"
+
+
+def _term_text(term) -> str | None:
+    if term is None:
+        return None
+    if isinstance(term, ox.Literal):
+        from dspy_rdf.validation import rdflib_term
+
+        return rdflib_term(term).n3()
+    return term.value
+
+
+def _json_term(b: dict | None):
+    if b is None:
+        return None
+    kind = b["type"]
+    if kind == "uri":
+        return ox.NamedNode(b["value"])
+    if kind == "bnode":
+        return ox.BlankNode(b["value"])
+    if "xml:lang" in b:
+        return ox.Literal(b["value"], language=b["xml:lang"])
+    if "datatype" in b:
+        return ox.Literal(b["value"], datatype=ox.NamedNode(b["datatype"]))
+    return ox.Literal(b["value"])
+
+
+def _make(cls, **values):
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: val for k, val in values.items() if k in names})
+
+
+def _truthy(term) -> bool:
+    return term is not None and term.value in ("true", "1")
+
+
+class _Runner:
+    """Runs compiled checks over batches of graphs, against a pyoxigraph store or a remote store."""
+
+    def __init__(self, compiled: CompiledShapes, *, oxigraph: ox.Store | None = None, remote: Any = None) -> None:
+        self.compiled = compiled
+        self.oxigraph = oxigraph
+        self.remote = remote
+
+    def rows(self, query: str) -> Iterable[dict[str, Any]]:
+        if self.oxigraph is not None:
+            result = self.oxigraph.query(query)
+            names = [var.value for var in result.variables]
+            for solution in result:
+                yield {name: solution[name] for name in names}
+        else:
+            for b in self.remote.select(query)["results"]["bindings"]:
+                yield {name: _json_term(term) for name, term in b.items()}
+
+    def types_of(self, graph: str, node) -> set[str]:
+        if self.oxigraph is not None:
+            return {q.object.value for q in self.oxigraph.quads_for_pattern(node, ox.NamedNode(v.RDF_TYPE), None, ox.NamedNode(graph))}
+        ref = f"<{node.value}>" if isinstance(node, ox.NamedNode) else None
+        if ref is None:
+            return set()
+        rows = self.remote.select(f"SELECT ?t WHERE {{ GRAPH <{graph}> {{ {ref} a ?t }} }}")["results"]["bindings"]
+        return {r["t"]["value"] for r in rows}
+
+    def run_batch(self, graphs: Sequence[str] | None, checks: Iterable[int] | None = None) -> list[tuple]:
+        """Violations of one batch of graphs (all graphs when ``None``) by the checks of the given indexes (all when
+        ``None``), as tuples of text ``(trace, focus, path, value, component, severity, message, shape)``."""
+        out: list[tuple] = []
+        for index in range(len(self.compiled.checks)) if checks is None else checks:
+            check = self.compiled.checks[index]
+            query = check.query(graphs)
+            if check.kind == "closed":
+                for row in self.rows(query):
+                    t, path = row["t"].value, row["path"].value
+                    for shape, targets, allowed, severity in check.closed:
+                        if t in targets and path not in allowed:
+                            out.append((row[G[1:]].value, row["this"], path, row["value"], "ClosedConstraintComponent", severity, check.message, shape))
+            elif check.kind == "value":
+                seen_count: set[tuple] = set()
+                for row in self.rows(query):
+                    g, this, t = row[G[1:]].value, row["this"], row["t"].value
+                    for i, users in enumerate(check.flags):
+                        if not _truthy(row.get(f"c{i}")):
+                            continue
+                        for shape, targets, component, severity, message in users:
+                            if t not in targets:
+                                continue
+                            if component == "MaxCountConstraintComponent":
+                                key = (g, this, shape)
+                                if key in seen_count:
+                                    continue
+                                seen_count.add(key)
+                                out.append((g, this, check.path, None, component, severity, message, shape))
+                            else:
+                                out.append((g, this, check.path, row["value"], component, severity, message, shape))
+            elif check.kind == "count":
+                for row in self.rows(query):
+                    g = row[G[1:]].value
+                    for i, (component, path, severity, message) in enumerate(check.flags):
+                        if _truthy(row.get(f"c{i}")):
+                            out.append((g, row["this"], path, None, component, severity, message, check.shape))
+            else:  # sparql
+                for row in self.rows(query):
+                    g = row.get(G[1:])
+                    this = row.get("this")
+                    if g is None or this is None:
+                        continue
+                    if not (self.types_of(g.value, this) & check.targets):
+                        continue
+                    path_term = row.get("path")
+                    path = path_term.value if isinstance(path_term, ox.NamedNode) else check.path
+                    value = row.get("value")
+                    if value is None and check.path is None:
+                        value = this
+                    message = check.message
+                    for name, term in row.items():
+                        if term is not None:
+                            message = message.replace("{?" + name + "}", term.value).replace("{$" + name + "}", term.value)
+                    out.append((g.value, this, path, value, "SPARQLConstraintComponent", check.severity, message, check.shape))
+        return [(g, focus.value, path, _term_text(value), *rest) for g, focus, path, value, *rest in out]
+
+
+def _violations(rows: Iterable[tuple], *, default_graph: str | None = None) -> list:
+    from dspy_rdf.validation import Violation
+
+    seen = set()
+    out = []
+    for trace, focus, path, value, component, severity, message, shape in rows:
+        key = (trace, focus, path, value, component, shape)
+        if key in seen:
+            continue
+        seen.add(key)
+        focus_text = focus
+        path_text = _path_text(path) if path else None
+        value_text = value
+        message = message.replace("{this}", f"<{focus_text}>").replace("{path}", path_text or "").replace("{value}", value_text or "")
+        out.append(_make(
+            Violation,
+            focus_node=focus_text, path=path_text, value=value_text, constraint=component, message=message,
+            severity=severity, trace=None if trace == default_graph else trace, rule=_rule_name(shape),
+        ))
+    out.sort(key=lambda x: (getattr(x, "trace", None) or "", x.focus_node, x.path or "", x.constraint, x.value or ""))
+    return out
+
+
+def _rule_name(shape: str) -> str:
+    """The ``rule`` of a violation: the local name of its node shape (``LMResponse``, ``ToolResultAnswersCall``)."""
+    try:
+        from dspy_rdf.validation import rule_name
+    except ImportError:  # pragma: no cover - older validation module
+        return _local(shape)
+    return rule_name(shape)
+
+
+def _report(violations: list, traces: Sequence[str] = ()):
+    from dspy_rdf.validation import ValidationReport
+
+    fields = {f.name: f for f in dataclasses.fields(ValidationReport)}
+    values: dict[str, Any] = {
+        "conforms": not any(x.severity == "Violation" for x in violations), "violations": tuple(violations), "traces": tuple(traces),
+    }
+    if "report_graph" in fields and fields["report_graph"].default is dataclasses.MISSING:
+        values["report_graph"] = rdflib.Graph()
+    return _make(ValidationReport, **values)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(path: str, shapes: str | None) -> None:
+    _WORKER["runner"] = _Runner(compile_shapes(shapes), oxigraph=ox.Store.read_only(path))
+
+
+def _worker_run(graphs: list[str] | None, checks: list[int]) -> list[tuple]:
+    return _WORKER["runner"].run_batch(graphs, checks)
+
+
+def validate_store(
+    store,
+    *,
+    traces: Iterable[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+    engine: str = "fast",
+    workers: int = 2,
+    batch_size: int = 1000,
+    shapes: str | Path | None = None,
+):
+    """Validate the traces in ``store`` (every named graph, or the trace IRIs ``traces``) with the compiled shapes.
+
+    Returns a :class:`dspy_rdf.validation.ValidationReport` whose violations carry their trace (graph name).
+
+    The whole store is validated by running each compiled query once over all graphs (``GRAPH ?g``); ``traces``
+    are validated ``batch_size`` graphs per query run (``VALUES ?g``). ``progress`` is called with the number of
+    traces of each batch once every check has run on it (for the whole store: once, at the end). An embedded store
+    on disk is queried by ``workers`` forked processes (each opens it read-only; pyoxigraph holds the GIL while it
+    evaluates, so threads would not help), which share out the compiled queries; a remote store runs the same
+    queries through :meth:`TraceStore.select`, one at a time.
+    """
+    if engine not in ("fast", "sparql"):
+        raise ValueError(f"unknown validation engine {engine!r} (this module implements 'fast')")
+    compiled = compile_shapes(shapes)
+    oxigraph = store if isinstance(store, ox.Store) else getattr(store, "oxigraph", None)
+    runner = _Runner(compiled, oxigraph=oxigraph, remote=None if oxigraph is not None else store)
+    if traces is None:
+        batches: list[list[str] | None] = [None]
+        if oxigraph is not None:
+            validated = sorted(g.value for g in oxigraph.named_graphs() if isinstance(g, ox.NamedNode))
+        else:
+            validated = list(store.trace_iris())
+        sizes = [len(validated)]
+    else:
+        names = list(dict.fromkeys(traces))
+        validated = names
+        batches = [names[i:i + batch_size] for i in range(0, len(names), batch_size)]
+        sizes = [len(b) for b in batches]  # type: ignore[arg-type]
+    path = getattr(store, "path", None)
+    n_checks = len(compiled.checks)
+    rows: list[tuple] = []
+    if workers > 1 and path is not None and oxigraph is not None and sum(sizes) >= 500:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if not getattr(store, "read_only", True):
+            oxigraph.flush()  # the workers open the store read-only: let them see everything written
+        # the heaviest queries first, so that the workers finish together
+        order = sorted(range(n_checks), key=lambda i: (compiled.checks[i].kind != "closed", compiled.checks[i].kind != "value"))
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init, initargs=(str(path), None if shapes is None else str(shapes))) as pool:
+            for batch, size in zip(batches, sizes):
+                futures = [pool.submit(_worker_run, batch, [i]) for i in order]
+                for future in futures:
+                    rows.extend(future.result())
+                if progress is not None:
+                    progress(size)
+    else:
+        for batch, size in zip(batches, sizes):
+            rows.extend(runner.run_batch(batch))
+            if progress is not None:
+                progress(size)
+    return _report(_violations(rows), validated)
+
+
+def validate_graph_fast(
+    data: rdflib.Graph | str | bytes | ox.Store, *, progress: Callable[[int], None] | None = None, shapes: str | Path | None = None
+):
+    """Validate an in-memory graph (rdflib graph, N-Triples/N-Quads text, or a pyoxigraph store) with the compiled
+    shapes. N-Quads keep their graphs (one trace each); triples in the default graph are validated as one graph and
+    their violations have no trace."""
+    if isinstance(data, ox.Store):
+        store = data
+        default = None
+    else:
+        store = ox.Store()
+        if isinstance(data, rdflib.Graph):
+            text = data.serialize(format="nt", encoding="utf-8")
+        else:
+            text = data.encode("utf-8") if isinstance(data, str) else data
+        store.load(text, ox.RdfFormat.N_QUADS, to_graph=None, lenient=True)
+        default = _DEFAULT_GRAPH_NAME
+        quads = list(store.quads_for_pattern(None, None, None, ox.DefaultGraph()))
+        if quads:
+            store.extend([ox.Quad(q.subject, q.predicate, q.object, ox.NamedNode(default)) for q in quads])
+            store.remove_graph(ox.DefaultGraph())
+    compiled = compile_shapes(shapes)
+    runner = _Runner(compiled, oxigraph=store)
+    names = sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode))
+    rows = runner.run_batch(None) if names else []
+    if progress is not None:
+        progress(len(names))
+    return _report(_violations(rows, default_graph=default), [n for n in names if n != default])
