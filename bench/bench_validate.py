@@ -1,8 +1,8 @@
 """Benchmark of SHACL validation at store scale (issue 5): the fast engine (shapes compiled to SPARQL, run in the
 store) against pySHACL over the same triples.
 
-    .venv/bin/python bench/bench_validate.py [--lm-calls 10000 100000] [--pyshacl-max 30000] [--repeat 3]
-                                             [--repeat-large 1] [--workdir DIR]
+    .venv/bin/python bench/bench_validate.py [--lm-calls 1000 10000 100000] [--pyshacl-max 100000]
+                                             [--pyshacl-budget 1800] [--repeat 3] [--repeat-large 1] [--workdir DIR]
 
 Workload: the generator of ``bench/bench_store.py`` (real DSPy traces copied with new uuids, timestamps and models
 until the wanted number of LM calls), loaded once per size into an on-disk embedded store with ``put(bulk=True)``
@@ -11,8 +11,10 @@ until the wanted number of LM calls), loaded once per size into an on-disk embed
 - fast engine: ``dspy_rdf.fastshacl.validate_store`` over the whole store, ``workers=2`` (two processes) and
   ``workers=1``; medians of ``--repeat`` runs (``--repeat-large`` above 20k LM calls);
 - pySHACL: ``dspy_rdf.validation.validate_graph`` on one rdflib graph holding every triple (the store's N-Quads,
-  graph names dropped), timed alone (building the rdflib graph is reported separately); only for sizes up to
-  ``--pyshacl-max`` LM calls. Larger sizes are extrapolated linearly from the measured sizes, and labelled so.
+  graph names dropped), timed alone (building the rdflib graph is reported separately), in a child process
+  stopped after ``--pyshacl-budget`` seconds: a run that does not finish is reported as a bound ("> budget"), and
+  larger sizes are then not tried. Sizes above ``--pyshacl-max`` are extrapolated linearly from the measured
+  sizes, and labelled so.
 
 Both engines must agree on conformance. Throughputs are triples per second; tables are printed in Markdown.
 """
@@ -23,6 +25,9 @@ import argparse
 import gc
 import io
 import json
+import multiprocessing
+import multiprocessing.queues
+import queue
 import statistics
 import sys
 import time
@@ -39,10 +44,14 @@ from dspy_rdf.store import EmbeddedStore  # noqa: E402
 from dspy_rdf.validation import graph_from_ntriples, validate_graph  # noqa: E402
 
 
+STORE_VERSION = 2
+"""Bumped when the writer's output changes (v2: usage summaries), so that cached stores are rebuilt."""
+
+
 def build_store(lm_calls: int, workdir: Path) -> tuple[Path, int, int, int]:
     """The on-disk store holding the workload (built once, cached); its traces, LM calls and triples."""
     path, traces, calls = workload(lm_calls, workdir)
-    target = workdir / f"validate_store_{lm_calls}"
+    target = workdir / f"validate_store_{lm_calls}_v{STORE_VERSION}"
     meta = target.with_suffix(".meta.json")
     if not meta.exists():
         start = time.perf_counter()
@@ -62,6 +71,26 @@ def run_fast(target: Path, workers: int) -> tuple[float, object]:
     seconds = time.perf_counter() - start
     store.close()
     return seconds, report
+
+
+def _pyshacl_child(target: Path, answer: multiprocessing.queues.Queue) -> None:
+    build, seconds, grew, report = run_pyshacl(target)
+    answer.put((build, seconds, grew, report.conforms, len(report.violations)))
+
+
+def run_pyshacl_within(target: Path, budget: float) -> tuple[float, float, float, bool, int] | None:
+    """pySHACL in a child process, stopped after ``budget`` seconds: its figures, or None when it did not finish."""
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_pyshacl_child, args=(target, answer), daemon=True)
+    child.start()
+    try:
+        return answer.get(timeout=budget)
+    except queue.Empty:
+        return None
+    finally:
+        child.terminate()
+        child.join()
 
 
 def run_pyshacl(target: Path) -> tuple[float, float, float, object]:
@@ -86,8 +115,9 @@ def run_pyshacl(target: Path) -> tuple[float, float, float, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lm-calls", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--pyshacl-max", type=int, default=30_000, help="run pySHACL only up to this many LM calls")
+    parser.add_argument("--lm-calls", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--pyshacl-max", type=int, default=100_000, help="run pySHACL only up to this many LM calls")
+    parser.add_argument("--pyshacl-budget", type=float, default=1800, help="stop pySHACL after this many seconds (then report a bound)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--repeat-large", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=Path(".bench"))
@@ -110,12 +140,17 @@ def main() -> None:
             row[f"fast{workers}"] = statistics.median(runs)
             row[f"fast{workers}_spread"] = (min(runs), max(runs))
             row["fast_conforms"] = report.conforms
-        if lm_calls <= args.pyshacl_max:
-            build, seconds, grew, report = run_pyshacl(target)
-            print(f"  pySHACL: rdflib graph built in {build:.1f} s, validate_graph {seconds:.1f} s ({triples / seconds:,.0f} triples/s), +{grew:,.0f} MB RSS, conforms={report.conforms}", flush=True)
-            row.update(pyshacl=seconds, pyshacl_build=build, pyshacl_mb=grew, pyshacl_conforms=report.conforms)
-            if report.conforms != row["fast_conforms"]:
-                raise SystemExit("the engines disagree on conformance")
+        if lm_calls <= args.pyshacl_max and not any(r.get("pyshacl_unfinished") for r in results):
+            answer = run_pyshacl_within(target, args.pyshacl_budget)
+            if answer is None:
+                print(f"  pySHACL: did not finish within {args.pyshacl_budget:,.0f} s (stopped)", flush=True)
+                row.update(pyshacl_unfinished=args.pyshacl_budget)
+            else:
+                build, seconds, grew, conforms, violations = answer
+                print(f"  pySHACL: rdflib graph built in {build:.1f} s, validate_graph {seconds:.1f} s ({triples / seconds:,.0f} triples/s), +{grew:,.0f} MB RSS, conforms={conforms}, {violations} violations", flush=True)
+                row.update(pyshacl=seconds, pyshacl_build=build, pyshacl_mb=grew, pyshacl_conforms=conforms)
+                if conforms != row["fast_conforms"]:
+                    raise SystemExit("the engines disagree on conformance")
         results.append(row)
     measured = [r for r in results if "pyshacl" in r]
     if measured:
@@ -136,6 +171,13 @@ def markdown(results: list[dict]) -> str:
         if "pyshacl" in r:
             ref = r["pyshacl"]
             ref_text = f"{ref:,.1f} ({t / ref:,.0f})"
+        elif "pyshacl_unfinished" in r:
+            ref = r["pyshacl_unfinished"]
+            out.append(
+                f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) "
+                f"| > {ref:,.0f} (< {t / ref:,.0f}), stopped unfinished | > {ref / r['fast2']:.0f}x |"
+            )
+            continue
         elif "pyshacl_extrapolated" not in r:
             out.append(f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) | not run | |")
             continue

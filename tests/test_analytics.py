@@ -219,8 +219,10 @@ def test_every_query_has_a_question_documented_parameters_and_named_graph_patter
     for q in queries.values():
         assert q.question.endswith("?") and q.text.startswith("# Question:")
         assert "GRAPH ?trace {" in q.text
-        # call ids are only shown or counted, never joined on: pairs come from dspy:answers
-        assert all(line.strip().startswith("OPTIONAL {") for line in q.text.splitlines() if "dspy:call_id" in line)
+        # call ids are only shown or counted (optional, or one arm of a per-node UNION), never joined on: pairs come
+        # from dspy:answers
+        lines = [line.strip() for line in q.text.splitlines() if "dspy:call_id" in line]
+        assert all(line.startswith("OPTIONAL {") or "UNION { ?" in line for line in lines), q.name
         for p in q.parameters:
             assert p.type in ("string", "date", "int") and p.description
             if p.name == "limit":
@@ -344,9 +346,15 @@ def test_slowest_tool_executions(store, traces):
 
 def test_longest_conversations(store, traces):
     # messages in the trace, directly or in any request it holds
-    counts = sorted((len(of(t, m.LMMessage)) for t in traces), reverse=True)
-    rows = run_query(store, "longest_conversations", {"limit": 5}).records()
-    assert [r["messages"] for r in rows] == counts[:5]
+    from dspy_rdf.identity import trace_iri
+
+    def lm_call_count(t: m.Trace) -> int:
+        return len(of(t, m.LMHistoryEntry)) + (1 if t.request is not None or t.response is not None else 0)
+
+    ranked = sorted(((-len(of(t, m.LMMessage)), -lm_call_count(t), trace_iri(t)) for t in traces))
+    for limit in (1, 5, 7, len(traces) - 1):  # the boundary falls inside groups of equal counts, too
+        rows = run_query(store, "longest_conversations", {"limit": limit}).records()
+        assert [(-r["messages"], -r["lm_calls"], r["trace"]) for r in rows] == ranked[:limit], limit
     assert len(run_query(store, "longest_conversations", {"limit": 0}).rows) == 0
     assert len(run_query(store, "longest_conversations", BIG).rows) == len(traces)
 

@@ -11,7 +11,7 @@ from dspy.utils import DummyLM
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
 from dspy_rdf import model as m
-from dspy_rdf.capture import FileSink, MemorySink, TraceRecorder, summarize
+from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder, summarize
 
 
 def add(a: int, b: int) -> int:
@@ -246,6 +246,35 @@ def test_a_file_sink_appends_runs_that_read_back_equal(tmp_path, suffix):
         for trace in back:
             trace.source_index = None  # the line number in the file; a recorded run has none
         assert back == memory.traces
+
+
+@pytest.mark.parametrize("kind", ["embedded", "remote"])
+def test_a_store_sink_puts_each_run_as_a_whole_conforming_graph(kind, tmp_path, request):
+    from dspy_rdf.analytics import run_query
+    from dspy_rdf.identity import trace_iri
+    from dspy_rdf.store import EmbeddedStore
+    from dspy_rdf.validation import validate_store
+
+    if kind == "remote":
+        store = request.getfixturevalue("remote_store")
+        sink = StoreSink(store)
+    else:
+        sink = StoreSink(tmp_path / "store")
+        store = sink.store
+    recorder = TraceRecorder(sink)
+    memory = MemorySink()
+    recorder.on_run = memory.write
+    for question in ("a?", "b?"):
+        with dspy.context(lm=react_lm(), callbacks=[recorder]):
+            dspy.ReAct("question -> answer", tools=[add, divide])(question=question)
+    assert recorder.errors == []
+    assert sorted(store.trace_iris()) == sorted(trace_iri(t) for t in memory.traces)
+    assert validate_store(store).conforms
+    rows = {row["tool"]: row for row in run_query(store, "tool_error_rate").records()}
+    assert (rows["add"]["results"], rows["add"]["errors"], rows["divide"]["results"], rows["divide"]["errors"]) == (2, 0, 2, 2)
+    sink.close()
+    if kind == "embedded":  # closed: another process (here: a new handle) may open the directory
+        EmbeddedStore(tmp_path / "store", read_only=True).close()
 
 
 def test_a_file_sink_refuses_formats_that_cannot_be_appended(tmp_path):

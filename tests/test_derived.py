@@ -74,6 +74,74 @@ def test_per_trace_totals_equal_what_the_trace_holds(name):
         assert float(value(store, "cost_total")) == pytest.approx(sum(costs))
 
 
+def lm_calls(trace: m.Trace):
+    """(request, response, timestamp) of each LM call of the trace, including those of a program run."""
+    entries = list(trace.entries) + [c.entry for c in trace.calls if isinstance(c, m.LMCall) and c.entry is not None]
+    calls = [(e.request, e.response, e.timestamp) for e in entries]
+    if trace.request is not None:
+        calls.append((trace.request, trace.response, None))
+    return calls
+
+
+def recorded_react_run() -> m.Trace:
+    """A real DSPy ReAct run (DummyLM) recorded by the capture callback: its LM calls sit under dspy:calls."""
+    import dspy
+    from dspy.utils import DummyLM
+
+    from dspy_rdf.capture import MemorySink, TraceRecorder
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    lm = DummyLM([
+        {"next_thought": "Add.", "next_tool_name": "add", "next_tool_args": {"a": 1, "b": 2}},
+        {"next_thought": "Done.", "next_tool_name": "finish", "next_tool_args": {}},
+        {"reasoning": "1 + 2 = 3", "answer": "3"},
+    ])  # fmt: skip
+    sink = MemorySink()
+    with dspy.context(lm=lm, callbacks=[TraceRecorder(sink)]):
+        dspy.ReAct("question -> answer", tools=[add])(question="1 + 2?")
+    [trace] = sink.traces
+    return trace
+
+
+@pytest.mark.parametrize("name", FIXTURES + ["program run"])
+def test_usage_summaries_group_lm_calls_by_model_and_day(name):
+    trace = recorded_react_run() if name == "program run" else trace_from_json(load(name))
+    expected: dict[tuple[str, str | None], list] = {}
+    for request, response, timestamp in lm_calls(trace):
+        row = expected.setdefault((request.model, timestamp and timestamp.split("T")[0]), [0, 0, [], [], [], []])
+        row[0] += 1
+        if response is not None:
+            row[1] += response.cost is not None
+            for i, value in enumerate((response.usage and response.usage.input_tokens, response.usage and response.usage.output_tokens,
+                                       response.usage and response.usage.total_tokens, response.cost)):
+                if value is not None:
+                    row[2 + i].append(value)
+    store = store_of(trace)
+    rows = store.query(
+        "PREFIX dspy: <https://w3id.org/lmodel/dspy/> SELECT ?m ?d ?n ?p ?i ?o ?t ?c WHERE { ?trace dspy:usage_summaries ?s . "
+        "?s a dspy:UsageSummary ; dspy:summary_model ?m ; dspy:summary_lm_calls ?n ; dspy:summary_priced_calls ?p . "
+        "OPTIONAL { ?s dspy:summary_day ?d } OPTIONAL { ?s dspy:summary_input_tokens ?i } OPTIONAL { ?s dspy:summary_output_tokens ?o } "
+        "OPTIONAL { ?s dspy:summary_total_tokens ?t } OPTIONAL { ?s dspy:summary_cost ?c } }",
+        use_default_graph_as_union=True,
+    )
+    got = {}
+    for row in rows:
+        get = lambda k: None if row[k] is None else row[k].value  # noqa: E731
+        assert row["d"] is None or row["d"].datatype.value == v.XSD + "date"
+        got[(get("m"), get("d"))] = [int(get("n")), int(get("p")), get("i"), get("o"), get("t"), get("c")]
+    assert got.keys() == expected.keys()
+    # a lone response names no requested model; a trajectory or message list holds no LM call
+    assert expected or trace.source_kind in ("lm_response", "trajectory", "lm_message", "lm_part")
+    for key, (calls, priced, inputs, outputs, totals, costs) in expected.items():
+        assert got[key][:2] == [calls, priced], key
+        for value, seen in zip(got[key][2:5], (inputs, outputs, totals)):
+            assert value == (str(sum(seen)) if seen else None), key
+        assert (got[key][5] is None) == (not costs) and (not costs or float(got[key][5]) == pytest.approx(sum(costs)))
+
+
 @pytest.mark.parametrize("name", FIXTURES)
 def test_each_tool_result_answers_every_tool_call_with_its_call_id(name):
     trace = trace_from_json(load(name))

@@ -23,7 +23,9 @@ from dspy_rdf.remote import (
     RemoteConnectionError,
     RemoteHTTPError,
     RemoteQueryError,
+    RemoteResultError,
     RemoteStore,
+    RemoteStoreError,
     RemoteTimeoutError,
     endpoints_for,
 )
@@ -239,6 +241,65 @@ def test_persistent_errors_are_typed_with_status_and_body_excerpt():
         with pytest.raises(RemoteHTTPError) as caught:
             store.delete("urn:trace:1")
         assert caught.value.status == 409 and len(fake.requests) == before + 1
+
+
+JSON_RESULTS = {"Content-Type": "application/sparql-results+json"}
+MALFORMED = {
+    "truncated JSON": Reply(200, body='{"head": {"vars": ["g"]}, "results": {"bindi', headers=JSON_RESULTS),
+    "an HTML page": Reply(200, body="<html><body>Gateway login</body></html>", headers={"Content-Type": "text/html"}),
+    "no content type": Reply(200, body="ok"),
+    "a JSON list": Reply(200, body="[1, 2]", headers=JSON_RESULTS),
+    "no results": Reply(200, body='{"head": {"vars": ["g"]}}', headers=JSON_RESULTS),
+    "bindings not a list": Reply(200, body='{"head": {"vars": ["g"]}, "results": {"bindings": {}}}', headers=JSON_RESULTS),
+    "a row not an object": Reply(200, body='{"head": {"vars": ["g"]}, "results": {"bindings": [7]}}', headers=JSON_RESULTS),
+    "a term without a type": Reply(200, body='{"head": {"vars": ["g"]}, "results": {"bindings": [{"g": {"value": "x"}}]}}', headers=JSON_RESULTS),
+    "a boolean that is not": Reply(200, body='{"head": {}, "boolean": "yes"}', headers=JSON_RESULTS),
+}
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_a_malformed_success_answer_is_retried_then_a_clear_error_never_no_rows(kind, monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", SECRET)
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(*[MALFORMED[kind]] * 3)
+        with pytest.raises(RemoteResultError) as caught:
+            store.select("SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
+    message = str(caught.value)
+    assert message.startswith(f"POST {fake.url}/query: HTTP 200 but ") and "(after 3 attempts)" in message
+    assert SECRET not in message and SECRET not in repr(caught.value)
+    assert len(fake.requests) == 3 and caught.value.method == "POST"
+
+
+def test_a_malformed_answer_then_a_good_one_is_read():
+    good = Reply(200, body=json.dumps({"head": {"vars": ["g"]}, "results": {"bindings": [{"g": {"type": "uri", "value": "urn:x"}}]}}), headers=JSON_RESULTS)
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(MALFORMED["an HTML page"], good)
+        assert store.select("SELECT ?g {}")["results"]["bindings"] == [{"g": {"type": "uri", "value": "urn:x"}}]
+
+
+def test_a_construct_answer_is_a_value_error_at_once():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(200, body="<urn:a> <urn:b> <urn:c> .\n", headers={"Content-Type": "application/n-triples"}))
+        with pytest.raises(ValueError, match="CONSTRUCT or DESCRIBE"):
+            store.select("CONSTRUCT WHERE { ?s ?p ?o }")
+    assert len(fake.requests) == 1
+
+
+def test_an_export_whose_existence_check_is_garbage_writes_nothing_and_says_so(tmp_path):
+    traces = bundled()[:2]
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(*[MALFORMED["a JSON list"]] * 3)
+        with pytest.raises(StoreError) as caught:
+            store.put(traces)
+    assert getattr(caught.value, "written", None) == []
+    assert [r.method for r in fake.requests] == ["POST"] * 3  # no PUT was sent
+
+
+def test_a_graph_that_is_not_rdf_is_a_clear_error_on_dump():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(200, body="<html>not rdf", headers={"Content-Type": "application/n-triples"}))
+        with pytest.raises(RemoteStoreError, match="not valid application/n-triples"):
+            store.dump(io.BytesIO(), traces=["urn:trace:1"])
 
 
 def test_updates_are_not_retried_once_sent():

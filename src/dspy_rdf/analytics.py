@@ -22,7 +22,7 @@ Parameters are never pasted into query text as the user wrote them:
 - ``date`` values must be ``YYYY-MM-DD`` and become ``xsd:date`` literals, ``int`` values become
   ``xsd:integer`` literals, both after validation;
 - a ``limit`` parameter is validated as a non-negative integer and only that integer replaces the number of
-  the query's final ``LIMIT`` line.
+  the query's ``LIMIT`` lines (a line of its own, at the start: the final one, and that of a top-N subquery).
 
 Unknown parameter names and invalid values raise :class:`ValueError` naming the parameter and the expected
 type.
@@ -155,8 +155,8 @@ def _parse(name: str, text: str) -> NamedQuery:
     limits = _LIMIT_LINE.findall(text)
     limit = next((p for p in params if p.is_limit), None)
     if limit is not None:
-        if limit.type != "int" or len(limits) != 1 or limits[0] != limit.default:
-            raise ValueError(f"query {name}: the limit parameter needs one final 'LIMIT {limit.default}' line")
+        if limit.type != "int" or not limits or any(found != limit.default for found in limits):
+            raise ValueError(f"query {name}: the limit parameter needs 'LIMIT {limit.default}' lines (the final one, and any of a top-N subquery)")
     return NamedQuery(name, question, tuple(params), text, " ".join(notes))
 
 
@@ -283,9 +283,7 @@ def bind_parameters(query: NamedQuery, params: dict[str, Any] | None = None) -> 
                 number = _int(params[p.name], "limit")
             except ValueError as exc:
                 raise ValueError(f"parameter {p.name!r} of query {query.name!r}: {exc}") from None
-            match = _LIMIT_LINE.search(text)
-            assert match is not None
-            text = text[: match.start()] + f"LIMIT {number}" + text[match.end():]
+            text = _LIMIT_LINE.sub(f"LIMIT {number}", text)
     return text
 
 

@@ -56,7 +56,7 @@ try:  # DSPy >= 3.0 keeps the active call id in callback_context
 except ImportError:  # pragma: no cover - older DSPy
     from dspy.utils.callback import ACTIVE_CALL_ID
 
-__all__ = ["FileSink", "MemorySink", "Sink", "TraceRecorder", "summarize"]
+__all__ = ["FileSink", "MemorySink", "Sink", "StoreSink", "TraceRecorder", "summarize"]
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +162,45 @@ class FileSink:
             text = json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(text)
+
+
+class StoreSink:
+    """Puts each finished run into a trace store as its own named graph: the embedded store in a directory, or a
+    SPARQL 1.1 server for an ``http(s)://`` URL (see :func:`dspy_rdf.store.open_store`), or a store already open.
+
+    Each run is one atomic write (:meth:`~dspy_rdf.store.TraceStore.put`), so analytics and ``dspy-rdf validate
+    --store`` see whole runs only. The embedded store is locked while the sink holds it open: :meth:`close` it (or
+    use ``with``) before running ``dspy-rdf`` commands on the same directory. A run that cannot be written raises
+    :class:`~dspy_rdf.errors.DspyRdfError`, which the recorder logs and keeps in ``errors``.
+    """
+
+    def __init__(self, store: Any = None, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR) -> None:
+        from dspy_rdf.store import TraceStore, open_store
+
+        self._owned = not isinstance(store, TraceStore)
+        self.store: TraceStore = open_store(store) if self._owned else store
+        self.base = check_base(base)
+        self.redactor = redactor
+        self._lock = threading.Lock()
+
+    def write(self, trace: m.Trace) -> None:
+        """Store one run (its secrets redacted), replacing an earlier run with the same IRI."""
+        with self._lock:
+            report = self.store.put([trace], base=self.base, redactor=self.redactor)
+        if report.failed:
+            iri, why = report.failed[0]
+            raise DspyRdfError(f"the run started at {trace.started_at} was not stored: {why}")
+
+    def close(self) -> None:
+        """Close the store if this sink opened it."""
+        if self._owned:
+            self.store.close()
+
+    def __enter__(self) -> StoreSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # --- the recorder ------------------------------------------------------------------------------------------

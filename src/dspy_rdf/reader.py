@@ -456,7 +456,7 @@ class _Graph:
 # Derived facts (schema subset ``derived``) are allowed and ignored: the writer recomputes them from the trace.
 _DERIVED_TRACE_SLOTS = frozenset(
     {"lm_call_count", "message_count", "tool_call_count", "tool_result_count"}
-    | {"input_tokens_total", "output_tokens_total", "cost_total"}
+    | {"input_tokens_total", "output_tokens_total", "cost_total", "usage_summaries"}
 )
 _TRACE_SLOTS = frozenset(
     {"source_kind", "source_format", "source_index", "dspy_version", "entries", "request", "response", "messages"}

@@ -49,6 +49,7 @@ __all__ = [
     "RemoteConnectionError",
     "RemoteHTTPError",
     "RemoteQueryError",
+    "RemoteResultError",
     "RemoteStore",
     "RemoteStoreError",
     "RemoteTimeoutError",
@@ -115,6 +116,11 @@ class RemoteHTTPError(RemoteStoreError):
 
 class RemoteAuthError(RemoteHTTPError):
     """401 or 403: the credentials (from the environment) are missing or not allowed to do this."""
+
+
+class RemoteResultError(RemoteStoreError):
+    """The server answered with success but its body is not what the protocol says (malformed SPARQL JSON results,
+    an HTML page from a proxy, unreadable RDF): retried like a network error for reads, then raised."""
 
 
 class RemoteQueryError(RemoteHTTPError, ValueError):
@@ -387,18 +393,29 @@ class RemoteStore(TraceStore):
     # --- SPARQL ----------------------------------------------------------------------------------------------
 
     def select(self, sparql: str) -> SparqlJson:
-        """Run a SPARQL SELECT (or ASK) query on the server; return SPARQL 1.1 JSON results, normalized like the embedded store's."""
-        response = self._request(
-            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True
-        )
-        media = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if "json" not in media:
-            raise ValueError(f"expected a SELECT or ASK query (SPARQL JSON results), the server answered {media or 'without a content type'}")
-        try:
-            doc = response.json()
-        except ValueError as exc:
-            raise RemoteStoreError(f"POST {safe_url(self.query_url)}: the answer is not valid JSON: {exc}", method="POST", url=safe_url(self.query_url)) from None
-        return _normalize_results(doc)
+        """Run a SPARQL SELECT (or ASK) query on the server; return SPARQL 1.1 JSON results, normalized like the embedded store's.
+
+        A success answer whose body is not SPARQL JSON results (truncated, an HTML page from a proxy, JSON of another
+        shape) is retried like a network error, then raised as :class:`RemoteResultError`: it is never read as "no rows".
+        """
+        shown = safe_url(self.query_url)
+        attempt = 0
+        while True:
+            attempt += 1
+            response = self._request(
+                "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True
+            )
+            try:
+                return _parse_results(response)
+            except _Malformed as exc:
+                if attempt >= self.max_attempts:
+                    tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    raise RemoteResultError(
+                        f"POST {shown}: HTTP {response.status_code} but {self._redact(str(exc))}{tries}; is it a SPARQL 1.1 query endpoint?",
+                        method="POST",
+                        url=shown,
+                    ) from None
+                self._wait(attempt, None, f"POST {shown}: {exc}")
 
     def update(self, sparql: str) -> None:
         """Run a SPARQL 1.1 Update on the update endpoint (not retried once sent: an update may not be idempotent)."""
@@ -513,12 +530,49 @@ def _normalize_term(term: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _normalize_results(doc: dict[str, Any]) -> SparqlJson:
-    """SPARQL JSON results in the shape the embedded store returns (the same answers compare equal)."""
+class _Malformed(Exception):
+    """A success answer whose body is not SPARQL JSON results; the message says what is wrong with it."""
+
+
+def _parse_results(response: httpx.Response) -> SparqlJson:
+    media = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if media and ox.RdfFormat.from_media_type(media) is not None:
+        raise ValueError(f"expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query (the server answered {media})")
+    if "json" not in media:
+        raise _Malformed(f"the answer is {media or 'without a content type'}, not SPARQL JSON results (was the query a SELECT or ASK?)")
+    try:
+        doc = response.json()
+    except ValueError as exc:
+        raise _Malformed(f"the answer is not valid JSON ({exc})") from None
+    return _normalize_results(doc)
+
+
+def _normalize_results(doc: Any) -> SparqlJson:
+    """SPARQL JSON results in the shape the embedded store returns (the same answers compare equal); a document that
+    does not follow the SPARQL 1.1 JSON results format raises :class:`_Malformed` naming the first fault."""
+    if not isinstance(doc, dict):
+        raise _Malformed(f"the answer is a JSON {type(doc).__name__}, not a SPARQL results object")
     if "boolean" in doc:
-        return {"head": {}, "boolean": bool(doc["boolean"])}
-    names = list(doc.get("head", {}).get("vars", []))
+        if not isinstance(doc["boolean"], bool):
+            raise _Malformed(f"'boolean' is {doc['boolean']!r}, not true or false")
+        return {"head": {}, "boolean": doc["boolean"]}
+    head, results = doc.get("head"), doc.get("results")
+    if not isinstance(head, dict) or not isinstance(head.get("vars", []), list):
+        raise _Malformed("the answer has no 'head' object with a 'vars' list")
+    if not isinstance(results, dict) or not isinstance(results.get("bindings"), list):
+        raise _Malformed("the answer has no 'results' object with a 'bindings' list")
+    names = head.get("vars", [])
+    if not all(isinstance(name, str) for name in names):
+        raise _Malformed("'head.vars' holds something other than variable names")
     bindings = []
-    for row in doc.get("results", {}).get("bindings", []):
+    for index, row in enumerate(results["bindings"]):
+        if not isinstance(row, dict):
+            raise _Malformed(f"results.bindings[{index}] is not an object")
+        for name, term in row.items():
+            if not isinstance(term, dict) or term.get("type") not in _TERM_TYPES or not isinstance(term.get("value"), str):
+                raise _Malformed(f"results.bindings[{index}].{name} is not an RDF term ({{'type': ..., 'value': ...}})")
         bindings.append({name: _normalize_term(row[name]) for name in names if name in row})
     return {"head": {"vars": names}, "results": {"bindings": bindings}}
+
+
+_TERM_TYPES = frozenset({"uri", "literal", "typed-literal", "bnode", "triple"})

@@ -356,6 +356,10 @@ def _pyshacl(graph: rdflib.Graph, *, trace: str | None = None, owned: bool = Fal
     conforms, report, _ = pyshacl.validate(
         graph, shacl_graph=shapes, inference="none", advanced=True, allow_warnings=False, inplace=True
     )
+    if not isinstance(report, rdflib.Graph):  # pySHACL refused the shapes (e.g. MINUS in a SHACL-SPARQL query)
+        from dspy_rdf.errors import DspyRdfError
+
+        raise DspyRdfError(f"pySHACL could not use the shapes: {getattr(report, 'message', report)}")
     traces = [trace] if trace is not None else sorted(str(t) for t in graph.subjects(rdflib.RDF.type, rdflib.URIRef(v.class_iri("Trace"))))
     rules = _node_shape_of()
     nsm = graph.namespace_manager

@@ -36,6 +36,7 @@ _JSON_DT = "^^" + _iri(v.RDF_JSON)
 _INT_DT = "^^" + _iri(v.XSD_INTEGER)
 _DOUBLE_DT = "^^" + _iri(v.XSD_DOUBLE)
 _DATETIME_DT = "^^" + _iri(v.XSD_DATETIME)
+_DATE_DT = "^^" + _iri(v.XSD + "date")
 _TRUE = '"true"^^' + _iri(v.XSD_BOOLEAN)
 _FALSE = '"false"^^' + _iri(v.XSD_BOOLEAN)
 
@@ -53,7 +54,7 @@ P = _P()
 C = {name: _iri(v.class_iri(name)) for name in (
     "Trace", "LMHistoryEntry", "LMRequest", "LMResponse", "LMMessage", "LMToolSpec", "LMConfig",
     "LMReasoningConfig", "LMToolChoice", "LMCacheConfig", "LMPromptCacheConfig", "LMUsage", "LMOutput",
-    "ModuleCall", "LMCall", "ToolExecution", "ToolCall", "ToolResult",
+    "ModuleCall", "LMCall", "ToolExecution", "ToolCall", "ToolResult", "UsageSummary",
     *(cls.__name__ for cls in m.PART_CLASSES.values()),
 )}
 _PART_TYPE_LITERAL = {kind: f'"{kind}"' for kind in m.PART_CLASSES}
@@ -82,7 +83,9 @@ def _double(value: float) -> str:
 
 
 class _Writer:
-    __slots__ = ("out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost")
+    __slots__ = (
+        "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
+    )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
         self.out: list[str] = []
@@ -95,6 +98,8 @@ class _Writer:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.cost: float | None = None
+        # (model, day or None) -> [calls, priced calls, input, output, total tokens, cost] (None: nothing reported)
+        self.usage: dict[tuple[str, str | None], list[Any]] = {}
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -132,9 +137,28 @@ class _Writer:
             self.response(trace.response, f"{iri}/response")
         if trace.request is not None or trace.response is not None:
             self.lm_calls += 1
-        self.derived(s)
+        if trace.request is not None:
+            self.count_usage(trace.request.model, None, trace.response)
+        self.derived(s, iri)
 
-    def derived(self, s: str) -> None:
+    def count_usage(self, model: str, timestamp: str | None, response: m.LMResponse | None) -> None:
+        """Add one LM call to its (model, day) group of the trace's usage summaries."""
+        day = timestamp.partition("T")[0] if timestamp is not None else None
+        group = self.usage.get((model, day))
+        if group is None:
+            group = self.usage[(model, day)] = [0, 0, None, None, None, None]
+        group[0] += 1
+        if response is None:
+            return
+        if response.cost is not None:
+            group[1] += 1
+            group[5] = response.cost if group[5] is None else group[5] + response.cost
+        if (u := response.usage) is not None:
+            for index, value in ((2, u.input_tokens), (3, u.output_tokens), (4, u.total_tokens)):
+                if value is not None:
+                    group[index] = value if group[index] is None else group[index] + value
+
+    def derived(self, s: str, iri: str) -> None:
         add = self.out.append
         t = self.tail
         add(f"{s} {P.lm_call_count} {_int(self.lm_calls)}{t}")
@@ -147,6 +171,25 @@ class _Writer:
             add(f"{s} {P.output_tokens_total} {_int(self.output_tokens)}{t}")
         if self.cost is not None:
             add(f"{s} {P.cost_total} {_double(self.cost)}{t}")
+        for i, ((model, day), (calls, priced, inputs, outputs, totals, cost)) in enumerate(
+            sorted(self.usage.items(), key=lambda item: (item[0][0], item[0][1] or ""))
+        ):
+            us = f"<{iri}/usage_summary/{i}>"
+            add(f"{s} {P.usage_summaries} {us}{t}")
+            add(f"{us} {_TYPE} {C['UsageSummary']}{t}")
+            add(f"{us} {P.summary_model} {_s(model)}{t}")
+            if day is not None:
+                add(f"{us} {P.summary_day} {_s(day)}{_DATE_DT}{t}")
+            add(f"{us} {P.summary_lm_calls} {_int(calls)}{t}")
+            add(f"{us} {P.summary_priced_calls} {_int(priced)}{t}")
+            if inputs is not None:
+                add(f"{us} {P.summary_input_tokens} {_int(inputs)}{t}")
+            if outputs is not None:
+                add(f"{us} {P.summary_output_tokens} {_int(outputs)}{t}")
+            if totals is not None:
+                add(f"{us} {P.summary_total_tokens} {_int(totals)}{t}")
+            if cost is not None:
+                add(f"{us} {P.summary_cost} {_double(cost)}{t}")
         calls = self.tool_calls
         for result, call_id in self.tool_results:
             if call_id is not None:
@@ -171,6 +214,7 @@ class _Writer:
             add(f"{s} {P.extra_fields} {_j(entry.extra_fields)}{t}")
         self.request(entry.request, f"{iri}/request")
         self.response(entry.response, f"{iri}/response")
+        self.count_usage(entry.request.model, entry.timestamp, entry.response)
 
     def request(self, request: m.LMRequest, iri: str) -> None:
         add = self.out.append
