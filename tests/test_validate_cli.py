@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pyoxigraph as ox
 import pytest
@@ -11,13 +12,24 @@ import rdflib
 
 from conftest import DATA, load
 from dspy_rdf import trace_from_json
-from dspy_rdf.cli import main
+from dspy_rdf.cli import main as cli_main
 from dspy_rdf.formats import RdfFormat, serialize_traces
 from dspy_rdf.store import open_store
 from dspy_rdf.validation import validate_store
 
 D = "https://w3id.org/lmodel/dspy/"
 SH = rdflib.Namespace("http://www.w3.org/ns/shacl#")
+
+
+@pytest.fixture(params=["fast", "pyshacl"], autouse=True)
+def engine(request, monkeypatch):
+    """Every test runs with both engines: the default (fast) and the reference (pySHACL)."""
+
+    def main(argv: list[str]) -> int:
+        return cli_main([*argv, "--engine", request.param] if argv[:1] == ["validate"] else argv)
+
+    monkeypatch.setattr(sys.modules[__name__], "main", main, raising=False)
+    return request.param
 
 
 def _nquads(*names: str) -> tuple[bytes, list[str]]:
@@ -125,12 +137,12 @@ def test_trace_filter_on_files(tmp_path, capsys):
     assert main(["validate", str(path), "--trace", bad]) == 1
 
 
-def test_validate_store_api_reports_per_trace_with_progress(store_dir):
+def test_validate_store_api_reports_per_trace_with_progress(store_dir, engine):
     directory, bad, good = store_dir
     seen = []
     with open_store(directory, read_only=True) as store:
-        report = validate_store(store, progress=seen.append)
-    assert len(seen) == 2 and sorted(report.traces) == sorted([bad, good])
+        report = validate_store(store, progress=seen.append, engine=engine)
+    assert sum(seen) == 2 and sorted(report.traces) == sorted([bad, good])
     assert set(report.by_trace()) == {bad}
     assert {x.rule for x in report.violations} == {"ToolResultAnswersCall", "UsageTotal"}
 

@@ -419,6 +419,8 @@ class QueryResult:
         """An aligned plain-text table; line breaks in cells shown as ``\\n``, cells cut to ``max_width`` characters."""
 
         def show(value: Any) -> str:
+            if isinstance(value, float):  # sums of costs carry binary noise (0.00035879999999999994); csv/json keep it
+                value = float(format(value, ".12g"))
             text = _cell(value).replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
             return text if len(text) <= max_width else text[: max_width - 1] + "…"
 

@@ -49,6 +49,21 @@ def _progress(files: list[Path]) -> Iterator[Callable[[int], None] | None]:
         yield bar.update
 
 
+@contextmanager
+def _count_progress(total: int, desc: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar counting ``total`` items on stderr when it is a terminal (and tqdm is installed); else nothing."""
+    if not sys.stderr.isatty() or total <= 0:
+        yield None
+        return
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        yield None
+        return
+    with tqdm(total=total, unit=" traces", desc=desc, file=sys.stderr, leave=False) as bar:
+        yield bar.update
+
+
 class _Inputs:
     """The traces of input files, streamed; bad inputs are reported on stderr and counted (or raised if strict)."""
 
@@ -243,7 +258,9 @@ def _validate(args: argparse.Namespace) -> int:
         from dspy_rdf.store import open_store
 
         with open_store(args.store or None, read_only=True) as store:
-            report = validate_store(store, traces=traces, engine=args.engine)
+            total = len(traces) if traces is not None else len(store.trace_iris())
+            with _count_progress(total, "validating") as progress:
+                report = validate_store(store, traces=traces, engine=args.engine, progress=progress)
     else:
         import pyoxigraph as ox
 
@@ -467,7 +484,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     validate.add_argument("--format", choices=["text", "json", "ttl"], default="text", help="report format: text (grouped by trace and rule), json, or ttl (a SHACL validation report)")
-    validate.add_argument("--engine", choices=["pyshacl", "fast"], default="pyshacl", help="pyshacl (the reference, default) or fast (SPARQL inside pyoxigraph)")
+    validate.add_argument("--engine", choices=["fast", "pyshacl"], default="fast", help="fast (the shapes compiled to SPARQL run inside the store, default) or pyshacl (the reference)")
     validate.set_defaults(run=_validate)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")

@@ -470,12 +470,12 @@ class RemoteStore(TraceStore):
             media = response.headers.get("Content-Type", N_TRIPLES).split(";")[0].strip() or N_TRIPLES
             source = ox.RdfFormat.from_media_type(media)
             if source is None:
-                raise RemoteStoreError(f"GET {safe_url(self.gsp_url)}: the server sent the graph as {media}, which cannot be read", method="GET", url=safe_url(self.gsp_url))
+                raise RemoteResultError(f"GET {safe_url(self.gsp_url)}: the server sent the graph as {media}, which cannot be read", method="GET", url=safe_url(self.gsp_url))
             graph = ox.NamedNode(iri)
             try:
                 quads = [ox.Quad(q.subject, q.predicate, q.object, graph) for q in ox.parse(response.content, format=source)]
             except SyntaxError as exc:
-                raise RemoteStoreError(f"GET {safe_url(self.gsp_url)}: the graph of {iri} is not valid {media}: {exc}", method="GET", url=safe_url(self.gsp_url)) from None
+                raise RemoteResultError(f"GET {safe_url(self.gsp_url)}: the graph of {iri} is not valid {media}: {exc}", method="GET", url=safe_url(self.gsp_url)) from None
             handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
         return len(names)
 
