@@ -131,6 +131,17 @@ def test_store_and_trace(store_dir, capsys):
     assert "no trace urn:no-such-trace" in capsys.readouterr().err
 
 
+def test_a_terminal_gets_a_progress_bar_in_traces(store_dir, capsys, monkeypatch):
+    directory, bad, good = store_dir
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["validate", "--store", str(directory)]) == 1
+    err = capsys.readouterr().err
+    assert "validating" in err and "/2 [" in err and "traces" in err  # tqdm redraws at most every 0.1 s
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert main(["validate", "--store", str(directory)]) == 1
+    assert "validating" not in capsys.readouterr().err
+
+
 def test_trace_filter_on_files(tmp_path, capsys):
     path, bad, good = _broken(tmp_path)
     assert main(["validate", str(path), "--trace", good]) == 0

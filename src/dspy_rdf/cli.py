@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 __all__ = ["main"]
 
@@ -34,24 +34,8 @@ def _atomic_output(path: Path) -> Iterator[BinaryIO]:
 
 
 @contextmanager
-def _progress(files: list[Path]) -> Iterator[Callable[[int], None] | None]:
-    """A byte-count progress bar on stderr when it is a terminal (and tqdm is installed); else nothing."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        yield None
-        return
-    total = sum(path.stat().st_size for path in files if path.exists())
-    with tqdm(total=total, unit="B", unit_scale=True, desc="reading", file=sys.stderr, leave=False) as bar:
-        yield bar.update
-
-
-@contextmanager
-def _count_progress(total: int, desc: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar counting ``total`` items on stderr when it is a terminal (and tqdm is installed); else nothing."""
+def _bar(total: int, **options: Any) -> Iterator[Callable[[int], None] | None]:
+    """A tqdm progress bar of ``total`` on stderr when it is a terminal (and tqdm is installed); else nothing."""
     if not sys.stderr.isatty() or total <= 0:
         yield None
         return
@@ -60,8 +44,19 @@ def _count_progress(total: int, desc: str) -> Iterator[Callable[[int], None] | N
     except ImportError:
         yield None
         return
-    with tqdm(total=total, unit=" traces", desc=desc, file=sys.stderr, leave=False) as bar:
+    with tqdm(total=total, file=sys.stderr, leave=False, **options) as bar:
         yield bar.update
+
+
+def _progress(files: list[Path]):
+    """A byte-count progress bar over ``files`` (see :func:`_bar`)."""
+    total = sum(path.stat().st_size for path in files if path.exists())
+    return _bar(total, unit="B", unit_scale=True, desc="reading")
+
+
+def _count_progress(total: int, desc: str):
+    """A progress bar counting ``total`` traces (see :func:`_bar`)."""
+    return _bar(total, unit=" traces", desc=desc)
 
 
 class _Inputs:
