@@ -1,7 +1,7 @@
 """Benchmark of SHACL validation at store scale (issue 5): the fast engine (shapes compiled to SPARQL, run in the
 store) against pySHACL over the same triples.
 
-    .venv/bin/python bench/bench_validate.py [--lm-calls 1000 10000 100000] [--pyshacl-max 100000]
+    .venv/bin/python bench/bench_validate.py [--lm-calls 1000 10000 100000] [--pyshacl-max 30000]
                                              [--pyshacl-budget 1800] [--repeat 3] [--repeat-large 1] [--workdir DIR]
 
 Workload: the generator of ``bench/bench_store.py`` (real DSPy traces copied with new uuids, timestamps and models
@@ -116,7 +116,7 @@ def run_pyshacl(target: Path) -> tuple[float, float, float, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lm-calls", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    parser.add_argument("--pyshacl-max", type=int, default=100_000, help="run pySHACL only up to this many LM calls")
+    parser.add_argument("--pyshacl-max", type=int, default=30_000, help="run pySHACL only up to this many LM calls")
     parser.add_argument("--pyshacl-budget", type=float, default=1800, help="stop pySHACL after this many seconds (then report a bound)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--repeat-large", type=int, default=1)
