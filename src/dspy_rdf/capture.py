@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
@@ -44,6 +44,9 @@ from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.history_dict import entry_from_history_dict
 from dspy_rdf.tracejson import _to_jsonable, trace_from_dspy
+
+if TYPE_CHECKING:
+    from dspy_rdf.store import TraceStore
 
 try:
     import dspy
@@ -174,7 +177,9 @@ class StoreSink:
     :class:`~dspy_rdf.errors.DspyRdfError`, which the recorder logs and keeps in ``errors``.
     """
 
-    def __init__(self, store: Any = None, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR) -> None:
+    def __init__(
+        self, store: TraceStore | str | Path | None = None, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR
+    ) -> None:
         from dspy_rdf.store import TraceStore, open_store
 
         self._owned = not isinstance(store, TraceStore)
@@ -189,7 +194,7 @@ class StoreSink:
             report = self.store.put([trace], base=self.base, redactor=self.redactor)
         if report.failed:
             iri, why = report.failed[0]
-            raise DspyRdfError(f"the run started at {trace.started_at} was not stored: {why}")
+            raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
 
     def close(self) -> None:
         """Close the store if this sink opened it."""

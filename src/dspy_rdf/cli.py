@@ -34,9 +34,10 @@ def _atomic_output(path: Path) -> Iterator[BinaryIO]:
 
 
 @contextmanager
-def _bar(total: int, **options: Any) -> Iterator[Callable[[int], None] | None]:
-    """A tqdm progress bar of ``total`` on stderr when it is a terminal (and tqdm is installed); else nothing."""
-    if not sys.stderr.isatty() or total <= 0:
+def _bar(total: Callable[[], int], **options: Any) -> Iterator[Callable[[int], None] | None]:
+    """A tqdm progress bar on stderr when it is a terminal (and tqdm is installed); else nothing. ``total`` is only
+    called when a bar is shown (counting may cost a listing of the store)."""
+    if not sys.stderr.isatty():
         yield None
         return
     try:
@@ -44,19 +45,13 @@ def _bar(total: int, **options: Any) -> Iterator[Callable[[int], None] | None]:
     except ImportError:
         yield None
         return
-    with tqdm(total=total, file=sys.stderr, leave=False, **options) as bar:
+    with tqdm(total=total(), file=sys.stderr, leave=False, **options) as bar:
         yield bar.update
 
 
 def _progress(files: list[Path]):
     """A byte-count progress bar over ``files`` (see :func:`_bar`)."""
-    total = sum(path.stat().st_size for path in files if path.exists())
-    return _bar(total, unit="B", unit_scale=True, desc="reading")
-
-
-def _count_progress(total: int, desc: str):
-    """A progress bar counting ``total`` traces (see :func:`_bar`)."""
-    return _bar(total, unit=" traces", desc=desc)
+    return _bar(lambda: sum(path.stat().st_size for path in files if path.exists()), unit="B", unit_scale=True, desc="reading")
 
 
 class _Inputs:
@@ -253,8 +248,10 @@ def _validate(args: argparse.Namespace) -> int:
         from dspy_rdf.store import open_store
 
         with open_store(args.store or None, read_only=True) as store:
-            total = len(traces) if traces is not None else len(store.trace_iris())
-            with _count_progress(total, "validating") as progress:
+            def total() -> int:
+                return len(traces) if traces is not None else len(store.trace_iris())
+
+            with _bar(total, unit=" traces", desc="validating") as progress:
                 report = validate_store(store, traces=traces, engine=args.engine, progress=progress)
     else:
         import pyoxigraph as ox

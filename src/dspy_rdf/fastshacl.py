@@ -758,30 +758,25 @@ def validate_store(
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init, initargs=(str(path), None if shapes is None else str(shapes))) as pool:
             for batch, size in zip(batches, sizes):
                 futures = [pool.submit(_worker_run, batch, [i]) for i in order]
-                advance = _shares(size, len(futures)) if batch is None else None
-                for done, future in enumerate(futures):
+                for future, share in zip(futures, _shares(batch, size, n_checks)):
                     rows.extend(future.result())
-                    if advance is not None and progress is not None and advance[done]:
-                        progress(advance[done])
-                if progress is not None and batch is not None:
-                    progress(size)
+                    if progress is not None and share:
+                        progress(share)
     else:
         for batch, size in zip(batches, sizes):
-            if batch is None and progress is not None:
-                for index, share in enumerate(_shares(size, n_checks)):
-                    rows.extend(runner.run_batch(batch, [index]))
-                    if share:
-                        progress(share)
-                continue
-            rows.extend(runner.run_batch(batch))
-            if progress is not None:
-                progress(size)
+            for index, share in enumerate(_shares(batch, size, n_checks)):
+                rows.extend(runner.run_batch(batch, [index]))
+                if progress is not None and share:
+                    progress(share)
     return _report(_violations(rows), validated)
 
 
-def _shares(total: int, parts: int) -> list[int]:
-    """``total`` split into ``parts`` whole shares that add up to it (for a progress bar in trace units)."""
-    return [total * (i + 1) // parts - total * i // parts for i in range(parts)] if parts else []
+def _shares(batch: Sequence[str] | None, size: int, checks: int) -> list[int]:
+    """How far each of ``checks`` completed checks advances a progress bar counted in traces: a batch of graphs is
+    done when its last check is, the whole store (``batch`` None) advances by an even share per check."""
+    if batch is not None:
+        return [0] * (checks - 1) + [size] if checks else []
+    return [size * (i + 1) // checks - size * i // checks for i in range(checks)]
 
 
 def validate_graph_fast(

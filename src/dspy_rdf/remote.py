@@ -30,7 +30,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -334,8 +334,13 @@ class RemoteStore(TraceStore):
         headers: dict[str, str] | None = None,
         ok_statuses: Iterable[int] = (),
         is_query: bool = False,
-    ) -> httpx.Response:
-        """Send a request, retrying what may be retried; raise a :class:`RemoteStoreError` for what still fails."""
+        read: Callable[[httpx.Response], Any] | None = None,
+    ) -> Any:
+        """Send a request, retrying what may be retried; raise a :class:`RemoteStoreError` for what still fails.
+
+        Returns the response, or what ``read`` makes of a success answer. A body ``read`` finds malformed (it raises
+        :class:`_Malformed`) is retried like a network error when the request may be repeated, then raised as
+        :class:`RemoteResultError`."""
         url = httpx.URL(url)
         shown = safe_url(url)
         attempt = 0
@@ -356,7 +361,18 @@ class RemoteStore(TraceStore):
                 raise error(f"{method} {shown} {what}{tries}", method=method, url=shown) from None
             status = response.status_code
             if status < 400 or status in ok_statuses:
-                return response
+                if read is None:
+                    return response
+                try:
+                    return read(response)
+                except _Malformed as exc:
+                    if idempotent and not last_try:
+                        self._wait(attempt, None, f"{method} {shown}: {exc}")
+                        continue
+                    tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    raise RemoteResultError(
+                        f"{method} {shown}: HTTP {status} but {self._redact(str(exc))}{tries}", method=method, url=shown
+                    ) from None
             if (status == 429 or status >= 500) and idempotent and not last_try:
                 self._wait(attempt, response.headers.get("Retry-After"), f"{method} {shown} got HTTP {status}")
                 continue
@@ -398,24 +414,10 @@ class RemoteStore(TraceStore):
         A success answer whose body is not SPARQL JSON results (truncated, an HTML page from a proxy, JSON of another
         shape) is retried like a network error, then raised as :class:`RemoteResultError`: it is never read as "no rows".
         """
-        shown = safe_url(self.query_url)
-        attempt = 0
-        while True:
-            attempt += 1
-            response = self._request(
-                "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True
-            )
-            try:
-                return _parse_results(response)
-            except _Malformed as exc:
-                if attempt >= self.max_attempts:
-                    tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                    raise RemoteResultError(
-                        f"POST {shown}: HTTP {response.status_code} but {self._redact(str(exc))}{tries}; is it a SPARQL 1.1 query endpoint?",
-                        method="POST",
-                        url=shown,
-                    ) from None
-                self._wait(attempt, None, f"POST {shown}: {exc}")
+        return self._request(
+            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True,
+            read=_parse_results,
+        )
 
     def update(self, sparql: str) -> None:
         """Run a SPARQL 1.1 Update on the update endpoint (not retried once sent: an update may not be idempotent)."""
@@ -539,7 +541,9 @@ def _parse_results(response: httpx.Response) -> SparqlJson:
     if media and ox.RdfFormat.from_media_type(media) is not None:
         raise ValueError(f"expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query (the server answered {media})")
     if "json" not in media:
-        raise _Malformed(f"the answer is {media or 'without a content type'}, not SPARQL JSON results (was the query a SELECT or ASK?)")
+        raise _Malformed(
+            f"the answer is {media or 'without a content type'}, not SPARQL JSON results (is it a SPARQL 1.1 query endpoint?)"
+        )
     try:
         doc = response.json()
     except ValueError as exc:

@@ -15,6 +15,7 @@ XSD_INTEGER = XSD + "integer"
 XSD_DOUBLE = XSD + "double"
 XSD_BOOLEAN = XSD + "boolean"
 XSD_DATETIME = XSD + "dateTime"
+XSD_DATE = XSD + "date"
 
 # Slots whose schema slot_uri is not dspy:<slot name>.
 SLOT_URIS = {"name": RDFS + "label", "description": DCTERMS + "description"}

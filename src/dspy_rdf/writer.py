@@ -36,7 +36,7 @@ _JSON_DT = "^^" + _iri(v.RDF_JSON)
 _INT_DT = "^^" + _iri(v.XSD_INTEGER)
 _DOUBLE_DT = "^^" + _iri(v.XSD_DOUBLE)
 _DATETIME_DT = "^^" + _iri(v.XSD_DATETIME)
-_DATE_DT = "^^" + _iri(v.XSD + "date")
+_DATE_DT = "^^" + _iri(v.XSD_DATE)
 _TRUE = '"true"^^' + _iri(v.XSD_BOOLEAN)
 _FALSE = '"false"^^' + _iri(v.XSD_BOOLEAN)
 
@@ -82,6 +82,36 @@ def _double(value: float) -> str:
     return ('"NaN"' if value != value else '"INF"' if value > 0 else '"-INF"') + _DOUBLE_DT
 
 
+class _UsageGroup:
+    """The LM calls of one trace that requested one model on one day (a ``UsageSummary``); sums stay None until a
+    response reports the value."""
+
+    __slots__ = ("calls", "priced", "input_tokens", "output_tokens", "total_tokens", "cost")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.priced = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.total_tokens: int | None = None
+        self.cost: float | None = None
+
+    def add(self, response: m.LMResponse | None) -> None:
+        self.calls += 1
+        if response is None:
+            return
+        if response.cost is not None:
+            self.priced += 1
+            self.cost = response.cost if self.cost is None else self.cost + response.cost
+        if (u := response.usage) is not None:
+            if u.input_tokens is not None:
+                self.input_tokens = (self.input_tokens or 0) + u.input_tokens
+            if u.output_tokens is not None:
+                self.output_tokens = (self.output_tokens or 0) + u.output_tokens
+            if u.total_tokens is not None:
+                self.total_tokens = (self.total_tokens or 0) + u.total_tokens
+
+
 class _Writer:
     __slots__ = (
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
@@ -98,8 +128,7 @@ class _Writer:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.cost: float | None = None
-        # (model, day or None) -> [calls, priced calls, input, output, total tokens, cost] (None: nothing reported)
-        self.usage: dict[tuple[str, str | None], list[Any]] = {}
+        self.usage: dict[tuple[str, str | None], _UsageGroup] = {}  # (model, day or None) -> its LM calls
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -146,17 +175,8 @@ class _Writer:
         day = timestamp.partition("T")[0] if timestamp is not None else None
         group = self.usage.get((model, day))
         if group is None:
-            group = self.usage[(model, day)] = [0, 0, None, None, None, None]
-        group[0] += 1
-        if response is None:
-            return
-        if response.cost is not None:
-            group[1] += 1
-            group[5] = response.cost if group[5] is None else group[5] + response.cost
-        if (u := response.usage) is not None:
-            for index, value in ((2, u.input_tokens), (3, u.output_tokens), (4, u.total_tokens)):
-                if value is not None:
-                    group[index] = value if group[index] is None else group[index] + value
+            group = self.usage[(model, day)] = _UsageGroup()
+        group.add(response)
 
     def derived(self, s: str, iri: str) -> None:
         add = self.out.append
@@ -171,25 +191,24 @@ class _Writer:
             add(f"{s} {P.output_tokens_total} {_int(self.output_tokens)}{t}")
         if self.cost is not None:
             add(f"{s} {P.cost_total} {_double(self.cost)}{t}")
-        for i, ((model, day), (calls, priced, inputs, outputs, totals, cost)) in enumerate(
-            sorted(self.usage.items(), key=lambda item: (item[0][0], item[0][1] or ""))
-        ):
+        for i, ((model, day), group) in enumerate(sorted(self.usage.items(), key=lambda item: (item[0][0], item[0][1] or ""))):
             us = f"<{iri}/usage_summary/{i}>"
             add(f"{s} {P.usage_summaries} {us}{t}")
             add(f"{us} {_TYPE} {C['UsageSummary']}{t}")
             add(f"{us} {P.summary_model} {_s(model)}{t}")
             if day is not None:
                 add(f"{us} {P.summary_day} {_s(day)}{_DATE_DT}{t}")
-            add(f"{us} {P.summary_lm_calls} {_int(calls)}{t}")
-            add(f"{us} {P.summary_priced_calls} {_int(priced)}{t}")
-            if inputs is not None:
-                add(f"{us} {P.summary_input_tokens} {_int(inputs)}{t}")
-            if outputs is not None:
-                add(f"{us} {P.summary_output_tokens} {_int(outputs)}{t}")
-            if totals is not None:
-                add(f"{us} {P.summary_total_tokens} {_int(totals)}{t}")
-            if cost is not None:
-                add(f"{us} {P.summary_cost} {_double(cost)}{t}")
+            add(f"{us} {P.summary_lm_calls} {_int(group.calls)}{t}")
+            add(f"{us} {P.summary_priced_calls} {_int(group.priced)}{t}")
+            for slot, value in (
+                (P.summary_input_tokens, group.input_tokens),
+                (P.summary_output_tokens, group.output_tokens),
+                (P.summary_total_tokens, group.total_tokens),
+            ):
+                if value is not None:
+                    add(f"{us} {slot} {_int(value)}{t}")
+            if group.cost is not None:
+                add(f"{us} {P.summary_cost} {_double(group.cost)}{t}")
         calls = self.tool_calls
         for result, call_id in self.tool_results:
             if call_id is not None:
