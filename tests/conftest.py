@@ -24,6 +24,13 @@ def load(name: str):
     return json.loads((DATA / name).read_text(encoding="utf-8"))
 
 
+def load_shared(name: str):
+    """The parsed JSON of a fixture of ``shared/fixtures`` beside the repository (as CI provides it), or of its
+    copy in tests/data/ when the repository was cloned on its own."""
+    shared = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / name
+    return json.loads((shared if shared.exists() else DATA / name).read_text(encoding="utf-8"))
+
+
 @pytest.fixture(params=FIXTURE_FILES)
 def fixture_json(request: pytest.FixtureRequest):
     """Each real DSPy 3.3.1 fixture file, as parsed JSON (one test case per file)."""

@@ -42,10 +42,9 @@ def test_dspy_objects_survive_a_round_trip(fixture_json):
 
 
 def test_the_shared_dspy_repo_request_survives_a_round_trip():
-    from pathlib import Path
+    from conftest import load_shared
 
-    shared = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "dspy_repo_rlm_lm_request.json"
-    data = json.loads(shared.read_text(encoding="utf-8"))
+    data = load_shared("dspy_repo_rlm_lm_request.json")
     [(_, back)] = parse_traces(serialize_traces([trace_from_json(data)], RdfFormat.TURTLE), RdfFormat.TURTLE)
     assert trace_to_json(back) == data
 

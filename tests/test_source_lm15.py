@@ -401,8 +401,9 @@ def test_does_not_claim_other_json(name: str) -> None:
 
 def test_the_shared_dspy_repo_request_is_not_lm15() -> None:
     """A real DSPy 3.3 request from DSPy's own test snapshots (shared/fixtures, beside the repository)."""
-    shared = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "dspy_repo_rlm_lm_request.json"
-    assert detect_lm15(json.loads(shared.read_text(encoding="utf-8"))) is None
+    from conftest import load_shared
+
+    assert detect_lm15(load_shared("dspy_repo_rlm_lm_request.json")) is None
 
 
 def test_shape_kind_leaves_history_entries_and_openai_alone() -> None:
