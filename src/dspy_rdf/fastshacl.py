@@ -19,7 +19,8 @@ Design:
     *closed* query for ``sh:closed true`` (every predicate outside the paths and ``sh:ignoredProperties``);
   - each ``sh:sparql`` SELECT constraint as written (``$this`` is the same variable as ``?this`` in SPARQL, so it is
     simply left unbound), wrapped in ``GRAPH ?g``; the focus nodes it returns are then kept only if they are
-    targets of the shape.
+    targets of the shape. Where the constraint also has a ``dspyrule:storeSelect`` (an equivalent query written for
+    a whole store: sub-SELECTs that Oxigraph hash-joins, ``MINUS``; see ``shapes/dspy.rules.ttl``), that runs instead.
 
   Targets (``sh:targetClass``) and ``sh:class`` use the subclass closure of the hierarchy, written into the queries
   as ``VALUES`` lists. Datatype checks also reject ill-formed lexical forms, as pySHACL does
@@ -60,6 +61,9 @@ __all__ = ["Check", "CompiledShapes", "compile_shapes", "validate_graph_fast", "
 CLASSES_FILE = "dspy.classes.ttl"
 G = "?dspyrdf_g"  # the graph variable of every compiled query (a name no hand-written rule uses)
 _DEFAULT_GRAPH_NAME = "urn:x-dspy-rdf:fastshacl:graph"
+STORE_SELECT = rdflib.URIRef("https://w3id.org/lmodel/dspy/rules/storeSelect")
+STORE_GRAPH = "graph"  # the graph variable of a store form
+_STORE_GRAPH_OPEN = re.compile(r"\bGRAPH\s+\?" + STORE_GRAPH + r"\s*\{")
 
 # Shape predicates that do not constrain anything.
 _IGNORED = {
@@ -86,7 +90,8 @@ class Check:
     of focus nodes of closed shapes, decided per shape by ``closed``) or ``"sparql"`` (a hand-written ``sh:sparql``
     constraint: rows ``this`` and optionally ``value``, ``path``). ``flags`` are
     ``(component, path, severity, message)``. ``text`` is the query with a ``#V#`` marker wherever a batch's
-    ``VALUES ?g`` goes.
+    ``VALUES ?g`` goes; ``store_text`` (sparql checks with a ``dspyrule:storeSelect``) is the query run instead
+    over all the graphs, its graph variable ``?graph``.
     """
 
     kind: str
@@ -98,11 +103,18 @@ class Check:
     message: str = ""
     targets: frozenset[str] = frozenset()
     closed: tuple[tuple[str, frozenset[str], frozenset[str], str], ...] = ()
+    store_text: str | None = None
 
     def query(self, graphs: Sequence[str] | None = None) -> str:
         """The SPARQL query over the named graphs ``graphs`` (all named graphs when ``None``)."""
-        values = "" if graphs is None else "VALUES " + G + " { " + " ".join(f"<{g}>" for g in graphs) + " } "
-        return self.text.replace("#V#", values)
+        variable = "?" + self.graph_variable
+        values = "" if graphs is None else f"VALUES {variable} {{ " + " ".join(f"<{g}>" for g in graphs) + " } "
+        return (self.text if self.store_text is None else self.store_text).replace("#V#", values)
+
+    @property
+    def graph_variable(self) -> str:
+        """The name of the variable that holds each row's graph in :meth:`query`."""
+        return G[1:] if self.store_text is None else STORE_GRAPH
 
 
 @dataclass(frozen=True)
@@ -277,13 +289,16 @@ def _is_deactivated(graph: rdflib.Graph, node) -> bool:
     return value is not None and bool(getattr(value, "value", False))
 
 
-def compile_shapes(directory: str | Path | None = None) -> CompiledShapes:
-    """Compile the shapes in ``directory`` (default: the package's shapes) into SPARQL checks; cached per process."""
-    return _compile(str(Path(directory) if directory is not None else shapes_dir()))
+def compile_shapes(directory: str | Path | None = None, *, store_forms: bool = True) -> CompiledShapes:
+    """Compile the shapes in ``directory`` (default: the package's shapes) into SPARQL checks; cached per process.
+
+    ``store_forms=False`` runs every ``sh:sparql`` constraint's ``sh:select`` even where it has a
+    ``dspyrule:storeSelect`` (the tests compare the two)."""
+    return _compile(str(Path(directory) if directory is not None else shapes_dir()), store_forms)
 
 
-@lru_cache(maxsize=4)
-def _compile(directory: str) -> CompiledShapes:
+@lru_cache(maxsize=8)
+def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
     root = Path(directory)
     files = _shape_files(root)
     graph = rdflib.Graph()
@@ -398,7 +413,7 @@ def _compile(directory: str) -> CompiledShapes:
                     f"GROUP BY {G} ?this{having} }}"
                 )
                 min_meta.append(("MinCountConstraintComponent", p, ps_severity, f"Less than {n} values on {{this}}->{{path}}"))
-            checks.extend(_sparql_checks(graph, ps, name, targets, p))
+            checks.extend(_sparql_checks(graph, ps, name, targets, p, store_forms, unsupported))
         if min_parts:
             binds = "\n".join(f"BIND(!BOUND(?dspyrdf_has{i}) AS ?c{i})" for i in range(len(min_parts)))
             cs = " ".join(f"?c{i}" for i in range(len(min_parts)))
@@ -414,7 +429,7 @@ def _compile(directory: str) -> CompiledShapes:
                 allowed |= {str(x) for x in Collection(graph, ignored)}
             closed_shapes.append((name, frozenset(targets), frozenset(allowed), severity))
         if graph.value(shape, SH.path) is None:
-            checks.extend(_sparql_checks(graph, shape, name, targets, None))
+            checks.extend(_sparql_checks(graph, shape, name, targets, None, store_forms, unsupported))
     for p, entries in sorted(by_path.items()):
         checks.append(_value_check(p, entries))
     if closed_shapes:
@@ -472,7 +487,9 @@ def _wrap_in_graph(query: str) -> str:
     return f"{new_head}{{\n#V# GRAPH {G} {{\n{query[start + 1:end]}\n}}\n}}{tail}"
 
 
-def _sparql_checks(graph: rdflib.Graph, shape, name: str, targets: set[str], path: str | None) -> list[Check]:
+def _sparql_checks(
+    graph: rdflib.Graph, shape, name: str, targets: set[str], path: str | None, store_forms: bool, unsupported: list[str]
+) -> list[Check]:
     out = []
     for constraint in graph.objects(shape, SH.sparql):
         if _is_deactivated(graph, constraint):
@@ -480,18 +497,29 @@ def _sparql_checks(graph: rdflib.Graph, shape, name: str, targets: set[str], pat
         select = graph.value(constraint, SH.select)
         if select is None:
             continue
-        text = str(select)
-        if path is not None:
-            text = re.sub(r"\$PATH\b", f"<{path}>", text)
-        query = _prefix_declarations(graph, constraint) + "\n" + text
+        prefixes = _prefix_declarations(graph, constraint) + "\n"
+        store_select = graph.value(constraint, STORE_SELECT) if store_forms else None
+        store_text = None
+        if store_select is not None:
+            store_text = prefixes + _with_path(str(store_select), path)
+            if not re.search(r"(?is)\bSELECT\s+(?:DISTINCT\s+|REDUCED\s+)?[^{]*\?" + STORE_GRAPH + r"\b", store_text):
+                unsupported.append(f"{name}: its dspyrule:storeSelect does not project ?{STORE_GRAPH} (the graph of each row)")
+                store_text = None
+            else:
+                # a batch's VALUES goes in front of every GRAPH, so that each scan reads only the batch's graphs
+                store_text = _STORE_GRAPH_OPEN.sub(lambda m: "#V# " + m.group(0), store_text)
         message = graph.value(constraint, SH.message) or graph.value(shape, SH.message)
         out.append(Check(
-            kind="sparql", shape=name, text=_wrap_in_graph(query), path=path,
+            kind="sparql", shape=name, text=_wrap_in_graph(prefixes + _with_path(str(select), path)), path=path,
             severity=_severity(graph, constraint) if graph.value(constraint, SH.severity) is not None else _severity(graph, shape),
             message=str(message) if message is not None else "",
-            targets=frozenset(targets),
+            targets=frozenset(targets), store_text=store_text,
         ))
     return out
+
+
+def _with_path(text: str, path: str | None) -> str:
+    return text if path is None else re.sub(r"\$PATH\b", f"<{path}>", text)
 
 
 # --- running --------------------------------------------------------------------------------------------------------
@@ -618,7 +646,7 @@ class _Runner:
                             out.append((g, row["this"], path, None, component, severity, message, check.shape))
             else:  # sparql
                 for row in self.rows(query):
-                    g = row.get(G[1:])
+                    g = row.get(check.graph_variable)
                     this = row.get("this")
                     if g is None or this is None:
                         continue
