@@ -8,8 +8,11 @@ Workload: the generator of ``bench/bench_store.py`` (real DSPy traces copied wit
 until the wanted number of LM calls), loaded once per size into an on-disk embedded store with ``put(bulk=True)``
 (cached in ``--workdir`` between runs). Measured per size:
 
-- fast engine: ``dspy_rdf.fastshacl.validate_store`` over the whole store, ``workers=2`` (two processes) and
-  ``workers=1``; medians of ``--repeat`` runs (``--repeat-large`` above 20k LM calls);
+- fast engine: ``dspy_rdf.fastshacl.validate_store`` on the whole store, three ways: whole-store queries
+  (``slices=False``) with ``workers=2`` (two processes) and ``workers=1``, and slices of 1,000 traces
+  (``slices=True``, bounded memory) with ``workers=2``; each run in a fresh child process, which reports its time
+  and the peak RSS of the largest process (``ru_maxrss`` of itself and of its workers); medians of ``--repeat``
+  runs (``--repeat-large`` above 20k LM calls);
 - pySHACL: ``dspy_rdf.validation.validate_graph`` on one rdflib graph holding every triple (the store's N-Quads,
   graph names dropped), timed alone (building the rdflib graph is reported separately), in a child process
   stopped after ``--pyshacl-budget`` seconds: a run that does not finish is reported as a bound ("> budget"), and
@@ -28,6 +31,7 @@ import json
 import multiprocessing
 import multiprocessing.queues
 import queue
+import resource
 import statistics
 import sys
 import time
@@ -63,14 +67,30 @@ def build_store(lm_calls: int, workdir: Path) -> tuple[Path, int, int, int]:
     return target, traces, calls, json.loads(meta.read_text())["triples"]
 
 
-def run_fast(target: Path, workers: int) -> tuple[float, object]:
+FAST_MODES = (("whole", 2), ("whole", 1), ("slices", 2))
+
+
+def _fast_child(target: Path, mode: str, workers: int, answer: multiprocessing.queues.Queue) -> None:
     store = EmbeddedStore(target, read_only=True)
     gc.collect()
     start = time.perf_counter()
-    report = fastshacl.validate_store(store, workers=workers)
+    report = fastshacl.validate_store(store, workers=workers, slices=mode == "slices")
     seconds = time.perf_counter() - start
     store.close()
-    return seconds, report
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    answer.put((seconds, peak, report.conforms, len(report.violations)))
+
+
+def run_fast(target: Path, mode: str, workers: int) -> tuple[float, float, bool, int]:
+    """One fast-engine run in a fresh child process: seconds, peak MB of its largest process, conforms, violations."""
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_fast_child, args=(target, mode, workers, answer))
+    child.start()
+    try:
+        return answer.get()
+    finally:
+        child.join()
 
 
 def _pyshacl_child(target: Path, answer: multiprocessing.queues.Queue) -> None:
@@ -131,15 +151,18 @@ def main() -> None:
         repeat = args.repeat if lm_calls <= 20_000 else args.repeat_large
         print(f"\n# {calls:,} LM calls, {traces:,} traces, {triples:,} triples; {repeat} repeat(s)", flush=True)
         row = {"lm_calls": calls, "traces": traces, "triples": triples, "repeat": repeat}
-        for workers in (2, 1):
-            runs = []
+        for mode, workers in FAST_MODES:
+            runs, peaks = [], []
             for _ in range(repeat):
-                seconds, report = run_fast(target, workers)
+                seconds, peak, conforms, violations = run_fast(target, mode, workers)
                 runs.append(seconds)
-                print(f"  fast, {workers} worker(s): {seconds:8.2f} s ({triples / seconds:,.0f} triples/s), conforms={report.conforms}, {len(report.violations)} violations", flush=True)
-            row[f"fast{workers}"] = statistics.median(runs)
-            row[f"fast{workers}_spread"] = (min(runs), max(runs))
-            row["fast_conforms"] = report.conforms
+                peaks.append(peak)
+                print(f"  fast, {mode}, {workers} worker(s): {seconds:8.2f} s ({triples / seconds:,.0f} triples/s), peak {peak:,.0f} MB, conforms={conforms}, {violations} violations", flush=True)
+            key = f"{mode}{workers}"
+            row[key] = statistics.median(runs)
+            row[f"{key}_spread"] = (min(runs), max(runs))
+            row[f"{key}_mb"] = max(peaks)
+            row["fast_conforms"] = conforms
         if lm_calls <= args.pyshacl_max and not any(r.get("pyshacl_unfinished") for r in results):
             answer = run_pyshacl_within(target, args.pyshacl_budget)
             if answer is None:
@@ -167,35 +190,28 @@ def main() -> None:
 
 def markdown(results: list[dict]) -> str:
     out = [
-        "| LM calls (traces, triples) | fast, 2 workers: s (triples/s) | fast, 1 worker: s (triples/s) | pySHACL `validate_graph`: s (triples/s) | speed-up (2 workers) |",
-        "|---|---:|---:|---:|---:|",
+        "| LM calls (traces, triples) | fast, whole store, 2 workers: s (triples/s), peak MB | fast, whole store, 1 worker | "
+        "fast, slices, 2 workers | pySHACL `validate_graph`: s (triples/s) | speed-up (whole store, 2 workers) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         t = r["triples"]
+        fast = " | ".join(f"{r[k]:.1f} ({t / r[k]:,.0f}), {r[k + '_mb']:,.0f} MB" for k in ("whole2", "whole1", "slices2"))
+        head = f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {fast} "
         if "pyshacl" in r:
             ref = r["pyshacl"]
-            ref_text = f"{ref:,.1f} ({t / ref:,.0f})"
+            out.append(f"{head}| {ref:,.1f} ({t / ref:,.0f}) | {ref / r['whole2']:.0f}x |")
         elif "pyshacl_unfinished" in r:
             ref = r["pyshacl_unfinished"]
-            out.append(
-                f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) "
-                f"| > {ref:,.0f} (< {t / ref:,.0f}), stopped unfinished | > {ref / r['fast2']:.0f}x |"
-            )
-            continue
-        elif "pyshacl_extrapolated" not in r:
-            out.append(f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) | not run | |")
-            continue
-        else:
+            out.append(f"{head}| > {ref:,.0f} (< {t / ref:,.0f}), stopped unfinished | > {ref / r['whole2']:.0f}x |")
+        elif "pyshacl_extrapolated" in r:
             ref = r["pyshacl_extrapolated"]
             if r["pyshacl_extrapolated_bound"]:
-                ref_text = f"*> {ref:,.0f} (< {t / ref:,.0f}), extrapolated from a stopped run, not run*"
+                out.append(f"{head}| *> {ref:,.0f} (< {t / ref:,.0f}), extrapolated from a stopped run, not run* | > {ref / r['whole2']:.0f}x |")
             else:
-                ref_text = f"*~{ref:,.0f} ({t / ref:,.0f}), extrapolated, not run*"
-        bound = "> " if r.get("pyshacl_extrapolated_bound") else ""
-        out.append(
-            f"| {r['lm_calls']:,} ({r['traces']:,}, {t:,}) | {r['fast2']:.1f} ({t / r['fast2']:,.0f}) | {r['fast1']:.1f} ({t / r['fast1']:,.0f}) "
-            f"| {ref_text} | {bound}{ref / r['fast2']:.0f}x |"
-        )
+                out.append(f"{head}| *~{ref:,.0f} ({t / ref:,.0f}), extrapolated, not run* | {ref / r['whole2']:.0f}x |")
+        else:
+            out.append(f"{head}| not run | |")
     return "\n".join(out)
 
 

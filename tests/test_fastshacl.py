@@ -359,6 +359,33 @@ def test_store_traces_batches_and_progress(good_nquads, tmp_path):
     store.close()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_slices_and_whole_store_queries_agree(good_nquads, tmp_path, monkeypatch, workers):
+    # the same broken store validated both ways, in one process and in worker processes (forced for a small store)
+    monkeypatch.setattr(fastshacl, "_PARALLEL_MIN_TRACES", 1)
+    broken = _broken_real(good_nquads)
+    store = EmbeddedStore(tmp_path / "store")
+    store.oxigraph.load(broken, ox.RdfFormat.N_QUADS)
+    names = sorted(g.value for g in store.oxigraph.named_graphs())
+    whole_progress: list[int] = []
+    slices_progress: list[int] = []
+    whole = fastshacl.validate_store(store, workers=workers, slices=False, progress=whole_progress.append)
+    sliced = fastshacl.validate_store(store, workers=workers, slices=True, batch_size=2, progress=slices_progress.append)
+    assert not whole.conforms and len(whole.violations) > 10
+    assert [_key(x) + (x.trace, x.message) for x in sliced.violations] == [_key(x) + (x.trace, x.message) for x in whole.violations]
+    assert sum(whole_progress) == sum(slices_progress) == len(names)
+    assert len(slices_progress) == -(-len(names) // 2)  # one call per slice
+    # by default a store is sliced only above WHOLE_STORE_MAX_TRIPLES (or for chosen traces)
+    default_progress: list[int] = []
+    fastshacl.validate_store(store, workers=workers, batch_size=2, progress=default_progress.append)
+    assert len(default_progress) > len(slices_progress)
+    monkeypatch.setattr(fastshacl, "WHOLE_STORE_MAX_TRIPLES", 10)
+    default_progress.clear()
+    fastshacl.validate_store(store, workers=workers, batch_size=2, progress=default_progress.append)
+    assert default_progress == slices_progress
+    store.close()
+
+
 RULE = """
 @prefix sh: <http://www.w3.org/ns/shacl#> .
 @prefix dspy: <https://w3id.org/lmodel/dspy/> .

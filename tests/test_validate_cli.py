@@ -131,6 +131,15 @@ def test_store_and_trace(store_dir, capsys):
     assert "no trace urn:no-such-trace" in capsys.readouterr().err
 
 
+def test_slices_and_whole_store_give_the_same_report(store_dir, capsys):
+    directory, bad, good = store_dir
+    outputs = []
+    for flag in ("--slices", "--no-slices"):
+        assert main(["validate", "--store", str(directory), flag, "--format", "json"]) == 1
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1] and outputs[0]["traces"][0]["trace"] == bad
+
+
 def test_a_terminal_gets_a_progress_bar_in_traces(store_dir, capsys, monkeypatch):
     directory, bad, good = store_dir
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -252,7 +252,7 @@ def _validate(args: argparse.Namespace) -> int:
                 return len(traces) if traces is not None else len(store.trace_iris())
 
             with _bar(total, unit=" traces", desc="validating") as progress:
-                report = validate_store(store, traces=traces, engine=args.engine, progress=progress)
+                report = validate_store(store, traces=traces, engine=args.engine, progress=progress, slices=args.slices)
     else:
         import pyoxigraph as ox
 
@@ -477,6 +477,12 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     validate.add_argument("--format", choices=["text", "json", "ttl"], default="text", help="report format: text (grouped by trace and rule), json, or ttl (a SHACL validation report)")
     validate.add_argument("--engine", choices=["fast", "pyshacl"], default="fast", help="fast (the shapes compiled to SPARQL run inside the store, default) or pyshacl (the reference)")
+    validate.add_argument(
+        "--slices", action=argparse.BooleanOptionalAction, default=None,
+        help="fast engine, embedded store: validate 1,000 traces at a time in memory (memory bounded by a slice, about half "
+        "the speed) or, with --no-slices, run each check over the whole store (memory grows with the store); "
+        "default: slices above 10 million triples",
+    )
     validate.set_defaults(run=_validate)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")

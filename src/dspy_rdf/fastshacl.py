@@ -713,11 +713,24 @@ _WORKER: dict[str, Any] = {}
 
 
 def _worker_init(path: str, shapes: str | None) -> None:
-    _WORKER["runner"] = _Runner(compile_shapes(shapes), oxigraph=ox.Store.read_only(path))
+    _WORKER["store"] = ox.Store.read_only(path)
+    _WORKER["compiled"] = compile_shapes(shapes)
 
 
 def _worker_run(graphs: list[str] | None, checks: list[int]) -> list[tuple]:
-    return _WORKER["runner"].run_batch(graphs, checks)
+    return _Runner(_WORKER["compiled"], oxigraph=_WORKER["store"]).run_batch(graphs, checks)
+
+
+def _worker_slice(names: list[str]) -> list[tuple]:
+    return _Runner(_WORKER["compiled"], oxigraph=_slice(_WORKER["store"], names)).run_batch(None)
+
+
+def _slice(source: ox.Store, names: Sequence[str]) -> ox.Store:
+    """A new in-memory store holding the named graphs ``names`` of ``source``."""
+    copy = ox.Store()
+    for name in names:
+        copy.extend(source.quads_for_pattern(None, None, None, ox.NamedNode(name)))
+    return copy
 
 
 def validate_store(
@@ -729,74 +742,122 @@ def validate_store(
     workers: int = 2,
     batch_size: int = 1000,
     shapes: str | Path | None = None,
+    slices: bool | None = None,
 ):
     """Validate the traces in ``store`` (every named graph, or the trace IRIs ``traces``) with the compiled shapes.
 
     Returns a :class:`dspy_rdf.validation.ValidationReport` whose violations carry their trace (graph name).
+    ``progress`` is called in trace units; its calls add up to the number of traces validated.
 
-    The whole store is validated by running each compiled query once over all graphs (``GRAPH ?g``): far faster
-    than batches of graphs, and the memory stays small (each query streams its rows; ~170 MB per worker at 10k LM
-    calls). ``traces`` are validated ``batch_size`` graphs per query run (``VALUES ?g``). ``progress`` is called
-    in trace units: for ``traces``, with the size of each batch once every check has run on it; for the whole
-    store, as the checks complete (each check advances it by its share of the traces; the calls add up to the
-    number of traces). An embedded store
-    on disk is queried by ``workers`` forked processes (each opens it read-only; pyoxigraph holds the GIL while it
-    evaluates, so threads would not help), which share out the compiled queries; a remote store runs the same
-    queries through :meth:`TraceStore.select`, one at a time.
+    Two ways to run the compiled queries on an embedded store on disk, both with ``workers`` forked processes (each
+    opens the store read-only; pyoxigraph holds the GIL while it evaluates, so threads would not help):
+
+    - *whole store* (``slices=False``): each compiled query runs once over every graph (``GRAPH ?g``) and the
+      workers share out the queries; the fastest, but the hash joins hold whole-store scans, so memory grows with
+      the store (~160 MB per worker at 10k LM calls, ~0.9 GB at 100k). ``progress`` advances as the queries
+      complete, each by its share of the traces.
+    - *slices* (``slices=True``): the graphs of ``batch_size`` traces at a time are copied into an in-memory store
+      and every compiled query runs there; memory is bounded by one slice (~170 MB per 1,000 traces of the
+      benchmark), whatever the size of the store, at about half the speed. ``progress`` advances by each slice.
+
+    The default (``None``) slices when the store holds more than :data:`WHOLE_STORE_MAX_TRIPLES` triples or when
+    ``traces`` are given (copying a few graphs beats restricting every scan to them), and runs the whole store
+    otherwise. A store in memory runs its queries directly, and a remote store runs them on the server, through
+    :meth:`TraceStore.select`, one at a time (over all graphs, or ``batch_size`` graphs per run, ``VALUES ?g``).
     """
     if engine not in ("fast", "sparql"):
         raise ValueError(f"unknown validation engine {engine!r} (this module implements 'fast')")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     compiled = compile_shapes(shapes)
     oxigraph = store if isinstance(store, ox.Store) else getattr(store, "oxigraph", None)
-    runner = _Runner(compiled, oxigraph=oxigraph, remote=None if oxigraph is not None else store)
     if traces is None:
-        batches: list[list[str] | None] = [None]
         if oxigraph is not None:
             validated = sorted(g.value for g in oxigraph.named_graphs() if isinstance(g, ox.NamedNode))
         else:
             validated = list(store.trace_iris())
-        sizes = [len(validated)]
     else:
-        names = list(dict.fromkeys(traces))
+        validated = list(dict.fromkeys(traces))
         if oxigraph is not None:
-            missing = [name for name in names if not oxigraph.contains_named_graph(ox.NamedNode(name))]
+            missing = [name for name in validated if not oxigraph.contains_named_graph(ox.NamedNode(name))]
         else:
             stored = set(store.trace_iris())
-            missing = [name for name in names if name not in stored]
+            missing = [name for name in validated if name not in stored]
         if missing:
             from dspy_rdf.store import StoreError
 
             where = f"the store at {store.location}" if hasattr(store, "location") else "the input"
             error = StoreError if hasattr(store, "location") else ValueError
             raise error(f"no trace {missing[0]} in {where}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-        validated = names
-        batches = [names[i:i + batch_size] for i in range(0, len(names), batch_size)]
-        sizes = [len(b) for b in batches]  # type: ignore[arg-type]
     path = getattr(store, "path", None)
+    parallel = workers > 1 and path is not None and oxigraph is not None and len(validated) >= _PARALLEL_MIN_TRACES
+    if parallel and not getattr(store, "read_only", True):
+        oxigraph.flush()  # the workers open the store read-only: let them see everything written
+    if slices is None:
+        slices = oxigraph is not None and (traces is not None or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES))
+    # a store in memory (the files given to `validate`) needs no slices to bound its memory
+    if oxigraph is not None and slices and (path is not None or traces is not None):
+        rows = _validate_slices(compiled, oxigraph, validated, progress, batch_size, path if parallel else None, workers, shapes)
+    else:
+        rows = _validate_queries(compiled, store, oxigraph, None if traces is None else validated, len(validated), progress, batch_size, path if parallel else None, workers, shapes)
+    return _report(_violations(rows), validated)
+
+
+_PARALLEL_MIN_TRACES = 500  # below this, starting worker processes costs more than it saves
+WHOLE_STORE_MAX_TRIPLES = 10_000_000
+"""Above this many triples, :func:`validate_store` validates an embedded store in slices by default (whole-store
+queries peaked at ~0.9 GB per worker on 7.6 M triples)."""
+
+
+def _pool(path: Path, workers: int, shapes: str | Path | None):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init, initargs=(str(path), None if shapes is None else str(shapes))
+    )
+
+
+def _validate_slices(compiled, oxigraph: ox.Store, names: list[str], progress, batch_size: int, path: Path | None, workers: int, shapes) -> list[tuple]:
+    slices = [names[i:i + batch_size] for i in range(0, len(names), batch_size)]
+    rows: list[tuple] = []
+    if path is not None:
+        with _pool(path, workers, shapes) as pool:
+            for names_done, found in zip(slices, pool.map(_worker_slice, slices)):
+                rows.extend(found)
+                if progress is not None:
+                    progress(len(names_done))
+        return rows
+    for names_done in slices:
+        rows.extend(_Runner(compiled, oxigraph=_slice(oxigraph, names_done)).run_batch(None))
+        if progress is not None:
+            progress(len(names_done))
+    return rows
+
+
+def _validate_queries(compiled, store, oxigraph, traces: list[str] | None, total: int, progress, batch_size: int, path: Path | None, workers: int, shapes) -> list[tuple]:
+    batches: list[list[str] | None] = [None] if traces is None else [traces[i:i + batch_size] for i in range(0, len(traces), batch_size)]
+    sizes = [total] if traces is None else [len(b) for b in batches]  # type: ignore[arg-type]
     n_checks = len(compiled.checks)
     rows: list[tuple] = []
-    if workers > 1 and path is not None and oxigraph is not None and sum(sizes) >= 500:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        if not getattr(store, "read_only", True):
-            oxigraph.flush()  # the workers open the store read-only: let them see everything written
+    if path is not None:
         # the heaviest queries first, so that the workers finish together
         order = sorted(range(n_checks), key=lambda i: (compiled.checks[i].kind != "closed", compiled.checks[i].kind != "value"))
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init, initargs=(str(path), None if shapes is None else str(shapes))) as pool:
+        with _pool(path, workers, shapes) as pool:
             for batch, size in zip(batches, sizes):
                 futures = [pool.submit(_worker_run, batch, [i]) for i in order]
                 for future, share in zip(futures, _shares(batch, size, n_checks)):
                     rows.extend(future.result())
                     if progress is not None and share:
                         progress(share)
-    else:
-        for batch, size in zip(batches, sizes):
-            for index, share in enumerate(_shares(batch, size, n_checks)):
-                rows.extend(runner.run_batch(batch, [index]))
-                if progress is not None and share:
-                    progress(share)
-    return _report(_violations(rows), validated)
+        return rows
+    runner = _Runner(compiled, oxigraph=oxigraph, remote=None if oxigraph is not None else store)
+    for batch, size in zip(batches, sizes):
+        for index, share in enumerate(_shares(batch, size, n_checks)):
+            rows.extend(runner.run_batch(batch, [index]))
+            if progress is not None and share:
+                progress(share)
+    return rows
 
 
 def _shares(batch: Sequence[str] | None, size: int, checks: int) -> list[int]:

@@ -489,6 +489,7 @@ def validate_store(
     traces: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
     engine: str = "fast",
+    slices: bool | None = None,
 ) -> ValidationReport:
     """Validate the traces of a store (all, or the IRIs ``traces``) against the shapes and the rules, trace by trace.
 
@@ -497,12 +498,13 @@ def validate_store(
     tests) at tens of times its speed. With ``engine="pyshacl"`` (the reference) each trace's named graph is fetched on its own (``quads_for_pattern``
     on an embedded store, a Graph Store ``GET`` on a remote one) and validated by pySHACL, so memory is bounded by
     the largest trace. ``progress`` is called with the number of traces validated since its last call. Both engines
-    return the same result objects.
+    return the same result objects. ``slices`` chooses how the fast engine runs on an embedded store (see
+    :func:`dspy_rdf.fastshacl.validate_store`); the pyshacl engine ignores it.
     """
     if engine != "pyshacl":
         from dspy_rdf.fastshacl import validate_store as fast
 
-        return fast(store, traces=traces, progress=progress, engine=engine)
+        return fast(store, traces=traces, progress=progress, engine=engine, slices=slices)
     from dspy_rdf.store import StoreError
 
     names = list(dict.fromkeys(traces)) if traces is not None else store.trace_iris()
