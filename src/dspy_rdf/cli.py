@@ -481,7 +481,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--slices", action=argparse.BooleanOptionalAction, default=None,
         help="fast engine, embedded store: validate 1,000 traces at a time in memory (memory bounded by a slice, about half "
         "the speed) or, with --no-slices, run each check over the whole store (memory grows with the store); "
-        "default: slices above 10 million triples",
+        "default: slices above 10 million triples or with --trace",
     )
     validate.set_defaults(run=_validate)
 

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from contextlib import nullcontext
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -722,15 +723,15 @@ def _worker_run(graphs: list[str] | None, checks: list[int]) -> list[tuple]:
 
 
 def _worker_slice(names: list[str]) -> list[tuple]:
-    return _Runner(_WORKER["compiled"], oxigraph=_slice(_WORKER["store"], names)).run_batch(None)
+    return _run_slice(_WORKER["compiled"], _WORKER["store"], names)
 
 
-def _slice(source: ox.Store, names: Sequence[str]) -> ox.Store:
-    """A new in-memory store holding the named graphs ``names`` of ``source``."""
+def _run_slice(compiled: CompiledShapes, source: ox.Store, names: Sequence[str]) -> list[tuple]:
+    """Violations of the named graphs ``names`` of ``source``, copied into an in-memory store and validated there."""
     copy = ox.Store()
     for name in names:
         copy.extend(source.quads_for_pattern(None, None, None, ox.NamedNode(name)))
-    return copy
+    return _Runner(compiled, oxigraph=copy).run_batch(None)
 
 
 def validate_store(
@@ -791,16 +792,18 @@ def validate_store(
             error = StoreError if hasattr(store, "location") else ValueError
             raise error(f"no trace {missing[0]} in {where}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     path = getattr(store, "path", None)
-    parallel = workers > 1 and path is not None and oxigraph is not None and len(validated) >= _PARALLEL_MIN_TRACES
-    if parallel and not getattr(store, "read_only", True):
-        oxigraph.flush()  # the workers open the store read-only: let them see everything written
+    pool = None
+    if workers > 1 and path is not None and oxigraph is not None and len(validated) >= _PARALLEL_MIN_TRACES:
+        if not getattr(store, "read_only", True):
+            oxigraph.flush()  # the workers open the store read-only: let them see everything written
+        pool = partial(_pool, path, workers, shapes)
     if slices is None:
-        slices = oxigraph is not None and (traces is not None or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES))
-    # a store in memory (the files given to `validate`) needs no slices to bound its memory
+        slices = traces is not None or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES)
+    # a store in memory (the files given to `validate`) needs no slices to bound its memory; a remote one cannot have them
     if oxigraph is not None and slices and (path is not None or traces is not None):
-        rows = _validate_slices(compiled, oxigraph, validated, progress, batch_size, path if parallel else None, workers, shapes)
+        rows = _validate_slices(compiled, oxigraph, validated, progress, batch_size, pool)
     else:
-        rows = _validate_queries(compiled, store, oxigraph, None if traces is None else validated, len(validated), progress, batch_size, path if parallel else None, workers, shapes)
+        rows = _validate_queries(compiled, store, oxigraph, None if traces is None else validated, len(validated), progress, batch_size, pool)
     return _report(_violations(rows), validated)
 
 
@@ -819,34 +822,29 @@ def _pool(path: Path, workers: int, shapes: str | Path | None):
     )
 
 
-def _validate_slices(compiled, oxigraph: ox.Store, names: list[str], progress, batch_size: int, path: Path | None, workers: int, shapes) -> list[tuple]:
+def _validate_slices(compiled, oxigraph: ox.Store, names: list[str], progress, batch_size: int, pool) -> list[tuple]:
     slices = [names[i:i + batch_size] for i in range(0, len(names), batch_size)]
     rows: list[tuple] = []
-    if path is not None:
-        with _pool(path, workers, shapes) as pool:
-            for names_done, found in zip(slices, pool.map(_worker_slice, slices)):
-                rows.extend(found)
-                if progress is not None:
-                    progress(len(names_done))
-        return rows
-    for names_done in slices:
-        rows.extend(_Runner(compiled, oxigraph=_slice(oxigraph, names_done)).run_batch(None))
-        if progress is not None:
-            progress(len(names_done))
+    with pool() if pool is not None else nullcontext() as executor:
+        results = executor.map(_worker_slice, slices) if executor is not None else (_run_slice(compiled, oxigraph, x) for x in slices)
+        for names_done, found in zip(slices, results):
+            rows.extend(found)
+            if progress is not None:
+                progress(len(names_done))
     return rows
 
 
-def _validate_queries(compiled, store, oxigraph, traces: list[str] | None, total: int, progress, batch_size: int, path: Path | None, workers: int, shapes) -> list[tuple]:
+def _validate_queries(compiled, store, oxigraph, traces: list[str] | None, total: int, progress, batch_size: int, pool) -> list[tuple]:
     batches: list[list[str] | None] = [None] if traces is None else [traces[i:i + batch_size] for i in range(0, len(traces), batch_size)]
     sizes = [total] if traces is None else [len(b) for b in batches]  # type: ignore[arg-type]
     n_checks = len(compiled.checks)
     rows: list[tuple] = []
-    if path is not None:
+    if pool is not None:
         # the heaviest queries first, so that the workers finish together
         order = sorted(range(n_checks), key=lambda i: (compiled.checks[i].kind != "closed", compiled.checks[i].kind != "value"))
-        with _pool(path, workers, shapes) as pool:
+        with pool() as executor:
             for batch, size in zip(batches, sizes):
-                futures = [pool.submit(_worker_run, batch, [i]) for i in order]
+                futures = [executor.submit(_worker_run, batch, [i]) for i in order]
                 for future, share in zip(futures, _shares(batch, size, n_checks)):
                     rows.extend(future.result())
                     if progress is not None and share:
