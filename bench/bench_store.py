@@ -14,12 +14,14 @@ Measured for each size, as medians over ``--repeat`` runs (``--repeat-large`` fo
 store a fresh directory on disk:
 
 - phases, separately: JSON text -> canonical model (``read_traces``), model -> N-Quads bytes (``encode_traces``),
-  and store commit of the already encoded traces (``TraceStore.put`` with encoding taken out), transactional
-  (one ``Store.load`` transaction per batch of whole traces) and ``bulk`` (``Store.bulk_load``);
-- end to end: ``put(read_traces(file))`` followed by ``close()`` (flush), transactional and bulk;
+  and store commit of the already encoded traces (``TraceStore.put`` with encoding taken out) in three modes, all
+  atomic per batch of whole traces: the default (transactions for small batches, pyoxigraph's atomic bulk loader
+  for large ones, two batches at once), ``transactions only`` (every batch one ``Store.load`` transaction: the
+  default before pyoxigraph's bulk loader was found to be atomic) and ``bulk`` (``--bulk``: the bulk loader always);
+- end to end: ``put(read_traces(file))`` followed by ``close()`` (flush), in the same three modes;
 - reference: pyoxigraph's own ``bulk_load`` of the whole N-Quads at once (no per-trace anything);
 - the latency of every canned query in ``src/dspy_rdf/queries/*.rq`` (whatever files exist when run), on the
-  embedded store written by the first transactional end-to-end run, compacted first as ``dspy-rdf export`` does
+  embedded store written by the first default end-to-end run, compacted first as ``dspy-rdf export`` does
   after a large export (``compact``, timed separately; first run and median of the next five), and on rdflib's
   in-memory ``Dataset`` holding the same N-Quads (median of three), with the row counts of both as a sanity check. rdflib is skipped at a size when the
   run's own smaller-size figures predict it would take more than ``--rdflib-budget`` seconds.
@@ -146,6 +148,21 @@ def pre_encoded(encoded: list):
         store_mod.encode_traces = original
 
 
+@contextlib.contextmanager
+def transactions_only():
+    """Within: every embedded batch is one ``Store.load`` transaction, whatever its size."""
+    original = store_mod._BULK_MIN_TRIPLES
+    store_mod._BULK_MIN_TRIPLES = float("inf")
+    try:
+        yield
+    finally:
+        store_mod._BULK_MIN_TRIPLES = original
+
+
+MODES = {"default": ({}, contextlib.nullcontext), "transactional": ({}, transactions_only), "bulk": ({"bulk": True}, contextlib.nullcontext)}
+"""Store write modes measured: ``put`` options, and a context to run it in."""
+
+
 def timed(fn):
     gc.collect()
     start = time.perf_counter()
@@ -161,7 +178,7 @@ def parse_file(path: Path) -> list:
     return [item.trace for item in items]
 
 
-def put_into(target: Path, traces, *, bulk: bool, batch_triples: int):
+def put_into(target: Path, traces, *, batch_triples: int, bulk: bool = False):
     store = EmbeddedStore(target)
     report = store.put(traces, bulk=bulk, batch_triples=batch_triples)
     store.close()
@@ -196,24 +213,23 @@ def run_size(lm_calls: int, args, dirs: Dirs, queries: list[Path], rdflib_rate: 
         if len(encoded) != n_traces:
             raise SystemExit(f"expected {n_traces} distinct traces, got {len(encoded)} (copies are not distinct)")
         triples = sum(e.triples for e in encoded)
-        for bulk in (False, True):
-            name = "bulk" if bulk else "transactional"
-            with pre_encoded(encoded):
-                seconds, report = timed(lambda: put_into(dirs.fresh(), traces, bulk=bulk, batch_triples=args.batch_triples))
+        for name, (options, context) in ((n, MODES[n]) for n in args.modes):
+            with pre_encoded(encoded), context():
+                seconds, report = timed(lambda: put_into(dirs.fresh(), traces, batch_triples=args.batch_triples, **options))
             assert report.triples == triples and not report.failed
             note(f"commit {name}", seconds)
         if r == 0:
             nquads = b"".join(e.data for e in encoded)
         del traces, encoded
-        for bulk in (False, True):
-            name = "bulk" if bulk else "transactional"
+        for name, (options, context) in ((n, MODES[n]) for n in args.modes):
             target = dirs.fresh()
-            seconds, report = timed(
-                lambda: put_into(target, (item.trace for item in read_traces(path)), bulk=bulk, batch_triples=args.batch_triples)
-            )
+            with context():
+                seconds, report = timed(
+                    lambda: put_into(target, (item.trace for item in read_traces(path)), batch_triples=args.batch_triples, **options)
+                )
             assert report.triples == triples and len(report.written) == n_traces and not report.failed
             note(f"end to end {name}", seconds)
-            if r == 0 and not bulk:
+            if r == 0 and name == args.modes[0]:
                 query_store = target
             else:
                 shutil.rmtree(target, ignore_errors=True)
@@ -227,7 +243,7 @@ def run_size(lm_calls: int, args, dirs: Dirs, queries: list[Path], rdflib_rate: 
         seconds, _ = timed(raw_bulk)
         note("pyoxigraph bulk_load, raw", seconds)
 
-    # --- queries, embedded: on the store the transactional export wrote, compacted as `dspy-rdf export` does after
+    # --- queries, embedded: on the store the default export wrote, compacted as `dspy-rdf export` does after
     # a large export
     store = EmbeddedStore(query_store)
     seconds, _ = timed(store.optimize)
@@ -322,10 +338,12 @@ def markdown(results: list[dict], args) -> str:
     rows = [
         ("JSON text -> model (`read_traces`)", "parse"),
         ("model -> N-Quads bytes (`encode_traces`)", "encode"),
-        ("store commit, transactional (per-trace atomic)", "commit transactional"),
+        ("store commit, default (atomic batches: bulk loader from 5k triples, 2 at once)", "commit default"),
+        ("store commit, transactions only (every batch one `Store.load`)", "commit transactional"),
         ("store commit, `bulk`", "commit bulk"),
-        ("**end to end, transactional** (JSON -> committed quads)", "end to end transactional"),
-        ("**end to end, `--bulk`**", "end to end bulk"),
+        ("**end to end, default** (JSON -> committed quads, atomic per batch)", "end to end default"),
+        ("end to end, transactions only", "end to end transactional"),
+        ("end to end, `--bulk`", "end to end bulk"),
         ("reference: pyoxigraph `bulk_load` of the whole N-Quads, raw", "pyoxigraph bulk_load, raw"),
         ("compaction after the export (`optimize`, once)", "compact (optimize)"),
     ]
@@ -361,6 +379,10 @@ def main() -> None:
     parser.add_argument("--repeat-large", type=int, default=1, help="repeats at sizes above 20k LM calls")
     parser.add_argument("--skip-rdflib", action="store_true", help="do not measure the rdflib baseline")
     parser.add_argument("--rdflib-budget", type=float, default=900, help="skip rdflib at a size predicted to take longer (s)")
+    parser.add_argument(
+        "--modes", nargs="+", choices=list(MODES), default=list(MODES),
+        help="store write modes to measure (the first one writes the store the queries run on)",
+    )
     parser.add_argument("--batch-triples", type=int, default=200_000, help="TraceStore.put batch size")
     parser.add_argument("--workdir", type=Path, default=None, help="where workload files and stores go (default: a temp dir)")
     parser.add_argument("--queries", type=Path, default=QUERIES, help="directory of .rq files")

@@ -123,6 +123,31 @@ def test_a_trace_that_cannot_be_stored_is_reported_and_the_others_are_written(st
     assert store.trace_iris() == sorted(report.written)
 
 
+def copies(n: int) -> list[m.Trace]:
+    """``n`` distinct copies of every bundled trace (different uuids, so different trace IRIs)."""
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    return [trace_from_json(_distinct(json.loads(line), copy)) for copy in range(n) for line in lines]
+
+
+def test_many_batches_are_reported_in_input_order_whichever_writer_finished_first(store):
+    traces = copies(12)
+    seen = []
+    report = store.put(traces, batch_triples=500, progress=seen.append)  # tiny batches: many, committed concurrently
+    sizes = dict(_iri_and_size(trace) for trace in traces)  # input order, repeats once
+    assert report.written == list(sizes) and sum(seen) == len(sizes) and len(seen) >= 10
+    assert report.triples == store.stats()["triples"] == sum(sizes.values())
+
+
+def test_bulk_loaded_and_transactional_batches_store_the_same_quads(tmp_path):
+    traces = copies(3)
+    with EmbeddedStore(tmp_path / "tx") as by_transaction, EmbeddedStore(tmp_path / "bulk") as by_bulk:
+        by_transaction.put(traces, batch_triples=2_000)  # below the bulk loader's threshold: transactions
+        by_bulk.put(traces, batch_triples=2_000, bulk=True)
+        by_bulk.put(traces[:5], bulk=True)  # replacing stored traces through the bulk loader too
+        assert sorted_dump(by_bulk) == sorted_dump(by_transaction)
+        assert not list((tmp_path / "bulk").glob("bulk-*.sst"))  # the loader's files were ingested, none left over
+
+
 def test_a_second_writer_on_the_embedded_store_gets_a_clear_locked_error(tmp_path):
     path = tmp_path / "store"
     with EmbeddedStore(path) as first:
@@ -140,7 +165,7 @@ def test_a_killed_export_leaves_no_half_trace(tmp_path, request, kind):
     source = tmp_path / "many.jsonl"
     lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
     with source.open("w", encoding="utf-8") as handle:
-        for copy in range(1000 if kind == "embedded" else 300):  # embedded commits 200k triples per transaction
+        for copy in range(1000 if kind == "embedded" else 300):  # embedded batches grow to 200k triples, bulk loaded
             for line in lines:
                 handle.write(json.dumps(_distinct(json.loads(line), copy)) + "\n")
     if kind == "embedded":
@@ -184,6 +209,8 @@ def test_a_killed_export_leaves_no_half_trace(tmp_path, request, kind):
         store.close()
     assert 0 < partial["traces"] < len(complete)  # the kill really interrupted the export
     assert main(["export", str(source), "--store", target]) == 0
+    if kind == "embedded":  # index files the killed bulk loader built but never ingested are cleaned up
+        assert not list((tmp_path / "store").glob("bulk-*.sst"))
     store = open_target()
     assert store.stats()["traces"] == len(complete)
     assert store.stats()["triples"] == sum(complete.values())

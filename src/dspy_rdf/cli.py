@@ -137,8 +137,8 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
             done = getattr(exc, "report", None)
             written = len(done.written) if done is not None else 0
             print(
-                f"error: {exc}\n{written} trace(s) were written to {store.location} before the failure; the traces after "
-                "them were not. Run the same command again to complete the export (stored traces are replaced by "
+                f"error: {exc}\n{written} trace(s) were written to {store.location} before the failure; the others were "
+                "not. Run the same command again to complete the export (stored traces are replaced by "
                 "identical ones).",
                 file=sys.stderr,
             )
@@ -422,7 +422,8 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--bulk",
         action="store_true",
-        help="with an embedded --store: pyoxigraph's bulk loader, faster for first loads but not atomic (see README)",
+        help="with an embedded --store: the bulk loader for every batch, even small ones, and compaction afterwards "
+        "(large batches use it anyway; every batch is still written all or nothing; see README)",
     )
     export.add_argument(
         "--no-redact", action="store_true", help="keep secrets (API keys, bearer tokens, api_key-like fields) instead of redacting them"

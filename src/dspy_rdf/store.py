@@ -9,12 +9,13 @@
   every store, so that analytics give identical answers embedded and remote.
 - :meth:`TraceStore.delete`, :meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats`, :meth:`TraceStore.dump`.
 
-Embedded writes go in batches: one pyoxigraph transaction (``Store.load``) holds many whole traces, which is
-what makes per-trace atomicity fast. A trace that is already stored is removed first (its own transaction):
-trace IRIs are content hashes, so the graph it replaces holds the same trace, and a reader sees the old whole
-trace, then briefly none, then the new whole trace, never a part of one. ``bulk=True`` uses pyoxigraph's bulk
-loader instead, which is faster but not transactional: if it is interrupted, a trace may be half written until
-the same input is exported again without ``bulk``.
+Embedded writes go in batches of whole traces, each written all or nothing: small batches as one pyoxigraph
+transaction (``Store.load``), large ones with pyoxigraph's bulk loader, which since pyoxigraph 0.5 is atomic too (it
+writes the batch's index files first, then ingests them into RocksDB in one step that a crash cannot split) and
+skips the write-ahead log and memtables that make transactions on disk about three times slower. A trace that is
+already stored is removed first (its own transaction): trace IRIs are content hashes, so the graph it replaces
+holds the same trace, and a reader sees the old whole trace, then briefly none, then the new whole trace, never
+a part of one. ``bulk=True`` uses the bulk loader for every batch, however small.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ class _Encoded:
     triples: int
 
 
+_FIRST_BATCH_TRIPLES = 50_000
+"""The first batch of :meth:`TraceStore.put`; each next one is twice as large, up to ``batch_triples``."""
+
+
 def encode_traces(
     traces: Iterable[m.Trace], *, base: str, redactor: Redactor | None = DEFAULT_REDACTOR
 ) -> Iterator[_Encoded | tuple[str, str]]:
@@ -136,6 +141,9 @@ class TraceStore(ABC):
 
     # --- shared behaviour -----------------------------------------------------------------------------------
 
+    writer_threads = 1
+    """How many batches this store commits at once (each still all or nothing)."""
+
     def put(
         self,
         traces: Iterable[m.Trace],
@@ -146,50 +154,55 @@ class TraceStore(ABC):
         progress: Callable[[int], None] | None = None,
         redactor: Redactor | None = DEFAULT_REDACTOR,
     ) -> PutReport:
-        """Write traces, each into the named graph of its IRI (replacing it), ``batch_triples`` at a time.
+        """Write traces, each into the named graph of its IRI (replacing it), in batches of whole traces.
 
-        ``progress`` is called with the number of traces of each batch once it is stored. Secrets are redacted
-        first by ``redactor`` (:mod:`dspy_rdf.redact`; ``None`` keeps everything). Traces that cannot be
-        written are listed in :attr:`PutReport.failed`; the others are written regardless. Exceptions from the store
-        itself (disk, network) propagate after what was written before them is reported in the exception's
-        ``report`` attribute, so a caller can say which traces were not written.
+        Batches start small (the first traces are committed soon) and double up to ``batch_triples``. ``progress``
+        is called with the number of traces of each batch once it is stored. Secrets are redacted first by
+        ``redactor`` (:mod:`dspy_rdf.redact`; ``None`` keeps everything). Traces that cannot be written are listed
+        in :attr:`PutReport.failed`; the others are written regardless. Exceptions from the store itself (disk,
+        network) propagate after what was written before them is reported in the exception's ``report``
+        attribute, so a caller can say which traces were not written.
         """
         check_base(base)
         report = PutReport()
-        # Reading and encoding (Python) overlap with committing (pyoxigraph or the network, outside the GIL): a
-        # writer thread commits batch n while this thread encodes batch n+1; at most two batches wait in between.
-        batches: queue.Queue[list[_Encoded] | None] = queue.Queue(maxsize=2)
+        # Reading and encoding (Python) overlap with committing (pyoxigraph or the network, outside the GIL): writer
+        # threads commit earlier batches while this thread encodes the next; at most two batches wait in between.
+        batches: queue.Queue[tuple[int, list[_Encoded]] | None] = queue.Queue(maxsize=2)
         failure: list[BaseException] = []
+        done: dict[int, tuple[list[_Encoded], list[str]]] = {}  # batch number -> (traces written, replaced)
+        lock = threading.Lock()
 
-        def commit(batch: list[_Encoded]) -> None:
+        def commit(number: int, batch: list[_Encoded]) -> None:
             try:
                 replaced = self._write_batch(batch, bulk=bulk)
             except StoreError as exc:
                 # A remote store writes trace by trace and says which of the batch it wrote before failing.
-                done = set(getattr(exc, "written", ()))
-                report.written += [e.iri for e in batch if e.iri in done]
-                report.replaced += list(getattr(exc, "replaced", ()))
-                report.triples += sum(e.triples for e in batch if e.iri in done)
+                written = set(getattr(exc, "written", ()))
+                with lock:
+                    done[number] = ([e for e in batch if e.iri in written], list(getattr(exc, "replaced", ())))
                 raise
-            report.written += [e.iri for e in batch]
-            report.replaced += replaced
-            report.triples += sum(e.triples for e in batch)
-            if progress is not None:
-                progress(len(batch))
+            with lock:
+                done[number] = (batch, replaced)
+                if progress is not None:
+                    progress(len(batch))
 
         def writer() -> None:
-            while (batch := batches.get()) is not None:
+            while (job := batches.get()) is not None:
                 if not failure:
                     try:
-                        commit(batch)
+                        commit(*job)
                     except BaseException as exc:  # handed to the caller's thread below
                         failure.append(exc)
+            batches.put(None)  # for the next writer
 
-        thread = threading.Thread(target=writer, name="dspy-rdf-store-writer", daemon=True)
-        thread.start()
+        threads = [
+            threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True) for n in range(self.writer_threads)
+        ]
+        for thread in threads:
+            thread.start()
         try:
             pending: list[_Encoded] = []
-            size = 0
+            size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
             for item in encode_traces(traces, base=base, redactor=redactor):
                 if failure:
                     break
@@ -198,14 +211,20 @@ class TraceStore(ABC):
                     continue
                 pending.append(item)
                 size += item.triples
-                if size >= batch_triples:
-                    batches.put(pending)
-                    pending, size = [], 0
+                if size >= limit:
+                    batches.put((number, pending))
+                    pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
             if pending and not failure:
-                batches.put(pending)
+                batches.put((number, pending))
         finally:
-            batches.put(None)  # even on an interrupt: the batch being committed finishes whole
-            thread.join()
+            batches.put(None)  # even on an interrupt: the batches being committed finish whole
+            for thread in threads:
+                thread.join()
+        for number in sorted(done):  # input order, whichever writer finished first
+            written, replaced = done[number]
+            report.written += [e.iri for e in written]
+            report.replaced += replaced
+            report.triples += sum(e.triples for e in written)
         if failure:
             exc = failure[0]
             if isinstance(exc, StoreError):
@@ -238,11 +257,17 @@ class TraceStore(ABC):
 # --- embedded ------------------------------------------------------------------------------------------------
 
 
+_BULK_MIN_TRIPLES = 5_000
+"""Embedded batches this large go through the bulk loader; smaller ones are a transaction, which writes no files."""
+
+
 class EmbeddedStore(TraceStore):
     """A persistent pyoxigraph store in a directory (created if missing).
 
     ``read_only=True`` opens it for queries while another process may be writing to it.
     """
+
+    writer_threads = 2  # while one batch's index files are ingested (disk), another's are built (CPU)
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -267,6 +292,11 @@ class EmbeddedStore(TraceStore):
                 ) from None
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
         self.read_only = read_only
+        if not read_only:
+            # Index files of a bulk batch that a killed export built but never ingested: never part of the store,
+            # only disk space. Holding the write lock, no other process can be building such files now.
+            for leftover in self.path.glob("bulk-*.sst"):
+                leftover.unlink(missing_ok=True)
 
     @property
     def oxigraph(self) -> ox.Store:
@@ -283,11 +313,12 @@ class EmbeddedStore(TraceStore):
                     store.remove_graph(graph)
                     replaced.append(item.iri)
             data = b"".join(item.data for item in batch)
-            # lenient: skip re-validating IRIs and language tags, which the writer already validated (parsing twice as fast)
-            if bulk:
+            # Both are all or nothing for the batch (see the module docstring). lenient: skip re-validating IRIs and
+            # language tags, which the writer already validated (parsing twice as fast).
+            if bulk or sum(item.triples for item in batch) >= _BULK_MIN_TRIPLES:
                 store.bulk_load(data, ox.RdfFormat.N_QUADS, lenient=True)
             else:
-                store.load(data, ox.RdfFormat.N_QUADS, lenient=True)  # one transaction: every trace of the batch, or none
+                store.load(data, ox.RdfFormat.N_QUADS, lenient=True)
         except OSError as exc:
             raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
         return replaced
