@@ -126,11 +126,13 @@ def test_cli_redacts_into_files_and_stores_unless_told_not_to(tmp_path, leaky_hi
     assert main(["export", str(source), "-o", str(tmp_path / "x.nq"), "--no-redact", "--redact-field", "a"]) == 2
 
 
-def test_the_capture_file_sink_redacts(tmp_path):
-    sink = FileSink(tmp_path / "runs.nq")
+@pytest.mark.parametrize("suffix", [".nq", ".jsonl"])
+def test_the_capture_file_sink_redacts(tmp_path, suffix):
+    sink = FileSink(tmp_path / f"runs{suffix}")
     recorder = TraceRecorder(sink)
     with dspy.context(lm=KeyedLM(), callbacks=[recorder]):
         dspy.Predict("question -> answer")(question="Capital of France?")
     assert recorder.errors == []
-    text = (tmp_path / "runs.nq").read_text(encoding="utf-8")
-    assert OPENAI_KEY not in text and "REDACTED" in text and "/redactions>" in text
+    text = (tmp_path / f"runs{suffix}").read_text(encoding="utf-8")
+    assert OPENAI_KEY not in text and "REDACTED" in text
+    assert "/redactions>" in text if suffix == ".nq" else '"redactions"' in text

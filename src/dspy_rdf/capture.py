@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
 from dspy_rdf.dspy33 import entry_from_json
-from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.identity import DEFAULT_BASE, check_base, trace_payload
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.history_dict import entry_from_history_dict
 from dspy_rdf.tracejson import _to_jsonable, trace_from_dspy
@@ -153,15 +153,17 @@ class FileSink:
 
     def write(self, trace: m.Trace) -> None:
         """Append one run, its secrets redacted (see :mod:`dspy_rdf.redact`)."""
-        if self.redactor is not None:
-            trace = self.redactor(trace)
+        # The redactor walks a trace only when its canonical JSON (which the trace IRI needs anyway) may hold a
+        # secret: walking every run cost more than writing it.
         if self.path.suffix.lower() == ".nq":
             from dspy_rdf.writer import trace_lines
 
-            text = "".join(trace_lines(trace, base=self.base)[1])
+            text = "".join(trace_lines(trace, base=self.base, redactor=self.redactor)[1])
         else:
             from dspy_rdf.tracejson import trace_to_json
 
+            if self.redactor is not None and self.redactor.may_hold_secrets(trace_payload(trace)):
+                trace = self.redactor(trace)
             text = json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(text)
