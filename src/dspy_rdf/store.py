@@ -195,11 +195,17 @@ class TraceStore(ABC):
                         failure.append(exc)
             batches.put(None)  # for the next writer
 
-        threads = [
-            threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True) for n in range(self.writer_threads)
-        ]
-        for thread in threads:
-            thread.start()
+        threads: list[threading.Thread] = []
+
+        def queue_batch(job: tuple[int, list[_Encoded]]) -> None:
+            if not threads:  # started with the first full batch: a small put (one run, say) needs none
+                threads.extend(
+                    threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True) for n in range(self.writer_threads)
+                )
+                for thread in threads:
+                    thread.start()
+            batches.put(job)
+
         try:
             pending: list[_Encoded] = []
             size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
@@ -212,14 +218,21 @@ class TraceStore(ABC):
                 pending.append(item)
                 size += item.triples
                 if size >= limit:
-                    batches.put((number, pending))
+                    queue_batch((number, pending))
                     pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
             if pending and not failure:
-                batches.put((number, pending))
+                if threads:
+                    queue_batch((number, pending))
+                else:
+                    try:
+                        commit(number, pending)
+                    except BaseException as exc:  # reported below like a writer's failure
+                        failure.append(exc)
         finally:
-            batches.put(None)  # even on an interrupt: the batches being committed finish whole
-            for thread in threads:
-                thread.join()
+            if threads:
+                batches.put(None)  # even on an interrupt: the batches being committed finish whole
+                for thread in threads:
+                    thread.join()
         for number in sorted(done):  # input order, whichever writer finished first
             written, replaced = done[number]
             report.written += [e.iri for e in written]
