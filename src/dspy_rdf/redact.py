@@ -123,8 +123,8 @@ class Redactor:
         text = canonical_json
         if any(prefix in text for group in self._prefixes for prefix in group):
             return True
-        if self._extra is not None and self._extra.search(text) is not None:
-            return True
+        if self._extra is not None or any(len(f) > 64 or '"' in f or "\\" in f for f in self.fields):
+            return True  # user patterns may be anchored or match characters JSON escapes: walk the trace
         fields = self.fields
         return any(_normalized(key) in fields for key in set(_JSON_KEY.findall(text)))
 

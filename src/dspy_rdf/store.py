@@ -198,12 +198,11 @@ class TraceStore(ABC):
         threads: list[threading.Thread] = []
 
         def queue_batch(job: tuple[int, list[_Encoded]]) -> None:
-            if not threads:  # started with the first full batch: a small put (one run, say) needs none
-                threads.extend(
-                    threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True) for n in range(self.writer_threads)
-                )
-                for thread in threads:
+            if not threads:  # started with the first batch
+                for n in range(max(1, self.writer_threads)):
+                    thread = threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True)
                     thread.start()
+                    threads.append(thread)  # only started threads are joined
             batches.put(job)
 
         try:
@@ -221,13 +220,7 @@ class TraceStore(ABC):
                     queue_batch((number, pending))
                     pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
             if pending and not failure:
-                if threads:
-                    queue_batch((number, pending))
-                else:
-                    try:
-                        commit(number, pending)
-                    except BaseException as exc:  # reported below like a writer's failure
-                        failure.append(exc)
+                queue_batch((number, pending))  # in a writer thread, so that an interrupt here cannot split it
         finally:
             if threads:
                 batches.put(None)  # even on an interrupt: the batches being committed finish whole
@@ -309,7 +302,8 @@ class EmbeddedStore(TraceStore):
             # Index files of a bulk batch that a killed export built but never ingested: never part of the store,
             # only disk space. Holding the write lock, no other process can be building such files now.
             for leftover in self.path.glob("bulk-*.sst"):
-                leftover.unlink(missing_ok=True)
+                if leftover.name[5:-4].isdigit():  # pyoxigraph names them bulk-<random u128>.sst
+                    leftover.unlink(missing_ok=True)
 
     @property
     def oxigraph(self) -> ox.Store:
