@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
 from dspy_rdf.dspy33 import entry_from_json
-from dspy_rdf.identity import DEFAULT_BASE, check_base, trace_payload
+from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.history_dict import entry_from_history_dict
 from dspy_rdf.tracejson import _to_jsonable, trace_from_dspy
@@ -162,9 +162,12 @@ class FileSink:
         else:
             from dspy_rdf.tracejson import trace_to_json
 
-            if self.redactor is not None and self.redactor.may_hold_secrets(trace_payload(trace)):
-                trace = self.redactor(trace)
-            text = json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n"
+            text = json.dumps(trace_to_json(trace), ensure_ascii=False)
+            if self.redactor is not None and self.redactor.may_hold_secrets(text):
+                redacted = self.redactor(trace)
+                if redacted is not trace:
+                    text = json.dumps(trace_to_json(redacted), ensure_ascii=False)
+            text += "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(text)
 

@@ -111,20 +111,20 @@ class Redactor:
         }
         self.callback = callback
         # A cheap test on a trace's canonical JSON that rules out most traces without walking them: literal
-        # prefixes for the default patterns (a regex search only for user patterns), and the JSON keys.
+        # prefixes for the default patterns, and the JSON keys. It cannot vouch for a callback, for user patterns
+        # (they may be anchored, or match characters JSON escapes) or for field names its key scan cannot see.
         self._prefixes = tuple(p for kind, p in _DEFAULT_PREFIXES.items() if kind in chosen and chosen[kind] == DEFAULT_PATTERNS[kind])
-        extra = {k: r for k, r in chosen.items() if k not in _DEFAULT_PREFIXES or r != DEFAULT_PATTERNS[k]}
-        self._extra = re.compile("|".join(f"(?:{r})" for r in extra.values())) if extra else None
+        user_patterns = any(k not in _DEFAULT_PREFIXES or r != DEFAULT_PATTERNS[k] for k, r in chosen.items())
+        odd_fields = any(len(f) > 64 or '"' in f or "\\" in f for f in self.fields)
+        self._always_walk = callback is not None or user_patterns or odd_fields
 
     def may_hold_secrets(self, canonical_json: str) -> bool:
         """Whether a trace with this canonical JSON could have something to redact (False is certain)."""
-        if self.callback is not None:
+        if self._always_walk:
             return True
         text = canonical_json
         if any(prefix in text for group in self._prefixes for prefix in group):
             return True
-        if self._extra is not None or any(len(f) > 64 or '"' in f or "\\" in f for f in self.fields):
-            return True  # user patterns may be anchored or match characters JSON escapes: walk the trace
         fields = self.fields
         return any(_normalized(key) in fields for key in set(_JSON_KEY.findall(text)))
 

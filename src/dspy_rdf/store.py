@@ -196,16 +196,11 @@ class TraceStore(ABC):
             batches.put(None)  # for the next writer
 
         threads: list[threading.Thread] = []
-
-        def queue_batch(job: tuple[int, list[_Encoded]]) -> None:
-            if not threads:  # started with the first batch
-                for n in range(max(1, self.writer_threads)):
-                    thread = threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True)
-                    thread.start()
-                    threads.append(thread)  # only started threads are joined
-            batches.put(job)
-
         try:
+            for n in range(max(1, self.writer_threads)):
+                thread = threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True)
+                thread.start()
+                threads.append(thread)  # only started threads are joined
             pending: list[_Encoded] = []
             size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
             for item in encode_traces(traces, base=base, redactor=redactor):
@@ -217,15 +212,14 @@ class TraceStore(ABC):
                 pending.append(item)
                 size += item.triples
                 if size >= limit:
-                    queue_batch((number, pending))
+                    batches.put((number, pending))
                     pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
             if pending and not failure:
-                queue_batch((number, pending))  # in a writer thread, so that an interrupt here cannot split it
+                batches.put((number, pending))  # a writer commits it, so that an interrupt here cannot split it
         finally:
-            if threads:
-                batches.put(None)  # even on an interrupt: the batches being committed finish whole
-                for thread in threads:
-                    thread.join()
+            batches.put(None)  # even on an interrupt: the batches being committed finish whole
+            for thread in threads:
+                thread.join()
         for number in sorted(done):  # input order, whichever writer finished first
             written, replaced = done[number]
             report.written += [e.iri for e in written]
