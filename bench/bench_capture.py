@@ -1,4 +1,4 @@
-"""Overhead of live capture (issue 3): a DummyLM dspy.ReAct program with and without the TraceRecorder callback.
+"""Overhead of live capture: a DummyLM dspy.ReAct program with and without the TraceRecorder callback.
 
     python bench/bench_capture.py [--runs 40] [--rounds 15]
 

@@ -1,4 +1,4 @@
-"""Benchmark of the model -> RDF mapping (issue 2), against its baselines, measured in one run.
+"""Benchmark of the model -> RDF mapping, against its baselines, measured in one run.
 
     python bench/bench_mapping.py [--repeat 5]
 

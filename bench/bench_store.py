@@ -1,4 +1,4 @@
-"""Benchmark of the trace store (issue 4): export+load throughput and canned-query latency, measured in one run.
+"""Benchmark of the trace store: export+load throughput and canned-query latency, measured in one run.
 
     .venv/bin/python bench/bench_store.py [--lm-calls 10000 100000] [--repeat 3] [--repeat-large 1]
                                           [--skip-rdflib] [--workdir DIR] [--queries DIR]

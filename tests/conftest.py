@@ -14,6 +14,19 @@ WHOLE_FILES = ("request_all_parts.json", "response_all_parts.json", "history_ent
 FIXTURE_FILES = tuple(f"part_{kind}.json" for kind in PART_KINDS) + WHOLE_FILES
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", action="store_true", help="also run the tests marked slow (the README's test command does)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow (the README's full test command does)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     names = ("dspy", "linkml", "linkml-runtime", "rdflib", "pyshacl", "pyoxigraph")
     return "versions: " + ", ".join(f"{name} {version(name)}" for name in names)
@@ -96,8 +109,8 @@ def oxigraph_server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture
 def remote_store(oxigraph_server: str):
-    """A :class:`dspy_rdf.remote.RemoteStore` on the session's Oxigraph server, emptied before each test."""
-    from dspy_rdf.remote import RemoteStore
+    """A :class:`dspy_rdf.store.remote.RemoteStore` on the session's Oxigraph server, emptied before each test."""
+    from dspy_rdf.store.remote import RemoteStore
 
     store = RemoteStore(oxigraph_server, timeout=30, connect_timeout=5, max_attempts=2, backoff=0.05)
     store.update("CLEAR ALL")

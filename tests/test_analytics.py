@@ -58,6 +58,8 @@ EXPECTED_COLUMNS = {
     "tool_calls_per_tool": ["tool", "calls", "distinct_calls", "executions"],
     "tool_error_rate": ["tool", "results", "errors", "error_rate"],
     "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "call"],
+    "tool_calls_not_offered": ["trace", "tool", "call", "request"],
+    "duplicate_tool_call_ids": ["trace", "holder", "call_id", "calls"],
 }
 
 
@@ -117,7 +119,7 @@ def hostile_run(name: str, day: int) -> m.Trace:
     orphan = m.LMToolResultPart(call_id="c0", name=name, content=[m.LMTextPart(text="late")])  # answers no call of the run
     messages = [m.LMMessage(role="user", parts=[m.LMTextPart(text=name)]), m.LMMessage(role="tool", parts=[orphan])]
     entry = m.LMHistoryEntry(
-        request=m.LMRequest(model=name, messages=messages),
+        request=m.LMRequest(model=name, messages=messages, tools=[m.LMToolSpec(name=f"offered {day}")]),  # not `name`
         response=m.LMResponse(outputs=[m.LMOutput(parts=[part, unanswered], finish_reason=name)], usage=m.LMUsage(input_tokens=7, output_tokens=day), cost=0.5),
         timestamp=f"2031-01-{day:02d}T10:00:00",
         uuid=f"u-{day}",
@@ -144,6 +146,17 @@ def hostile_run(name: str, day: int) -> m.Trace:
     )
 
 
+def misbehaving_model() -> m.Trace:
+    """A history entry in which the model called a tool it was not offered and reused a call id."""
+    data = json.loads((DATA / "history_entry_all_parts.json").read_text(encoding="utf-8"))
+    for output in data["response"]["outputs"]:
+        calls = [p for p in output["parts"] if p["type"] == "tool_call"]
+        if calls:
+            calls[0]["name"] = "hallucinated_tool"
+            output["parts"].append(dict(calls[-1], args={"again": True}))
+    return trace_from_json(data)
+
+
 def midnight_run() -> m.Trace:
     """A tool execution that spans midnight at the end of a month and year (a latency of 1.25 s)."""
     return m.Trace(
@@ -160,6 +173,7 @@ def traces() -> list[m.Trace]:
     out += recorded_runs()
     out += [hostile_run(name, day) for day, name in enumerate(HOSTILE, start=1)]
     out.append(midnight_run())
+    out.append(misbehaving_model())
     unique = {}  # a fixture may hold the same trace as a bundled one: one graph per trace IRI
     for trace in out:
         unique.setdefault(trace_lines(trace)[0], trace)
@@ -221,8 +235,8 @@ def test_every_query_has_a_question_documented_parameters_and_named_graph_patter
         assert q.question.endswith("?") and q.text.startswith("# Question:")
         assert "GRAPH ?trace {" in q.text
         # call ids are only shown or counted (optional, or one arm of a per-node UNION), never joined on: pairs come
-        # from dspy:answers
-        lines = [line.strip() for line in q.text.splitlines() if "dspy:call_id" in line]
+        # from dspy:answers (duplicate_tool_call_ids groups tool calls by their id: the id is what it is about)
+        lines = [line.strip() for line in q.text.splitlines() if "dspy:call_id" in line and q.name != "duplicate_tool_call_ids"]
         assert all(line.startswith("OPTIONAL {") or "UNION { ?" in line for line in lines), q.name
         for p in q.parameters:
             assert p.type in ("string", "date", "int") and p.description
@@ -379,6 +393,47 @@ def test_refusal_traces_and_finish_reasons(store, traces):
     assert len(rows) == len(with_refusals) >= 2
     reasons = Counter(o.finish_reason or "" for t in traces for o in of(t, m.LMOutput))
     assert {r[0]: r[1] for r in run_query(store, "finish_reasons").rows} == reasons
+
+
+def _requests_and_responses(trace: m.Trace):
+    """(request, response) of every LM call of a trace."""
+    pairs = [(e.request, e.response) for e in of(trace, m.LMHistoryEntry)]
+    if trace.request is not None or trace.response is not None:
+        pairs.append((trace.request, trace.response))
+    return pairs
+
+
+def test_tool_calls_not_offered(store, traces):
+    expected = Counter()
+    for trace in traces:
+        iri = trace_lines(trace)[0]
+        for request, response in _requests_and_responses(trace):
+            if request is None or not request.tools:
+                continue
+            offered = {t.name for t in request.tools}
+            parts = [p for msg in request.messages for p in msg.parts]
+            parts += [p for o in (response.outputs if response is not None else []) for p in o.parts]
+            expected.update((iri, p.name) for p in parts if isinstance(p, m.LMToolCallPart) and p.name not in offered)
+    rows = run_query(store, "tool_calls_not_offered", BIG).records()
+    assert Counter((r["trace"], r["tool"]) for r in rows) == expected
+    assert ("hallucinated_tool" in {tool for _, tool in expected}) and len(expected) > len(HOSTILE)
+
+
+def test_duplicate_tool_call_ids(store, traces):
+    expected = {}
+    for trace in traces:
+        iri = trace_lines(trace)[0]
+        holders = of(trace, m.LMMessage) + of(trace, m.LMOutput)
+        for holder in holders:
+            ids = Counter(p.call_id for p in holder.parts if isinstance(p, m.LMToolCallPart) and p.call_id is not None)
+            for call_id, n in ids.items():
+                if n > 1:
+                    expected[(iri, call_id)] = expected.get((iri, call_id), 0) + n
+    rows = run_query(store, "duplicate_tool_call_ids").records()
+    got = Counter()
+    for r in rows:
+        got[(r["trace"], r["call_id"])] += r["calls"]
+    assert dict(got) == expected and expected
 
 
 def test_part_kinds_and_tokens_per_model_still_serve_the_demo(store, traces):

@@ -1,8 +1,7 @@
-"""Differential tests of the fast SHACL engine (:mod:`dspy_rdf.fastshacl`) against pySHACL, the reference.
+"""Differential tests of the fast SHACL engine (:mod:`dspy_rdf.validation.compiled`) against pySHACL, the reference.
 
-Both engines see the same quads: pySHACL as one merged rdflib graph (:func:`dspy_rdf.validation.validate_graph`),
-the fast engine in a pyoxigraph store with one named graph per trace. They must report the same set of
-``(focus node, path, constraint component, value)``.
+Both engines see the same quads, one named graph per trace, and must report the same set of
+``(trace, focus node, path, constraint component, value)``.
 
 The broken data breaks every compiled constraint at least once: for every property shape of every node shape, one
 synthetic focus node (in its own graph) per constraint kind (missing value for ``sh:minCount``, a second value for
@@ -22,7 +21,9 @@ import rdflib
 from rdflib.collection import Collection
 from rdflib.namespace import RDF, SH, XSD
 
-from dspy_rdf import fastshacl
+from dspy_rdf.validation import Engine, validate_dataset, validate_store
+from dspy_rdf.validation import compiled as fastshacl
+from dspy_rdf.validation.shapes import CLASSES_FILE
 from dspy_rdf import vocab as v
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.formats import serialize_traces
@@ -30,7 +31,7 @@ from dspy_rdf.inputs import read_traces
 from dspy_rdf.resources import shapes_dir
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_json
-from dspy_rdf.validation import graph_from_ntriples, validate_graph
+from dspy_rdf.terms import rdflib_graph as graph_from_ntriples
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("react_history.json", "request_all_parts.json", "response_all_parts.json", "history_entry_all_parts.json", "history_dicts_dspy3.3.1.json")
@@ -51,41 +52,32 @@ def good_nquads() -> bytes:
 
 
 def _key(x) -> tuple:
-    return (x.focus_node, x.path, x.constraint, x.value)
+    return (x.trace, x.focus_node, x.path, x.constraint, x.value)
+
+
+def _dataset(nquads: bytes) -> ox.Store:
+    store = ox.Store()
+    store.load(nquads, ox.RdfFormat.N_QUADS)
+    return store
 
 
 def _reference(nquads: bytes):
-    graph = graph_from_ntriples(nquads)
-    for prefix, namespace in v.PREFIXES.items():
-        graph.bind(prefix, namespace)
-    return validate_graph(graph)
+    return validate_dataset(_dataset(nquads), engine=Engine.PYSHACL)
 
 
 def _fast(nquads: bytes, tmp_path: Path | None = None):
     if tmp_path is None:
-        return fastshacl.validate_graph_fast(nquads)
+        return validate_dataset(_dataset(nquads))
     store = EmbeddedStore(tmp_path / "store")
     store.oxigraph.load(nquads, ox.RdfFormat.N_QUADS)
     try:
-        return fastshacl.validate_store(store, workers=1)
+        return validate_store(store, workers=1)
     finally:
         store.close()
 
 
-def _graph_of(nquads: bytes) -> dict[str, str]:
-    return {q.subject.value: q.graph_name.value for q in ox.parse(nquads, ox.RdfFormat.N_QUADS) if not isinstance(q.graph_name, ox.DefaultGraph)}
-
-
-def _assert_same(reference, fast, nquads: bytes | None = None) -> None:
+def _assert_same(reference, fast) -> None:
     ref = {_key(x) for x in reference.violations}
-    if nquads is not None:
-        # pySHACL sees one merged graph: a rule may join a node of one graph with a node of another there (equal
-        # literals), which the per-trace engines never do; such results are not comparable.
-        graph_of = _graph_of(nquads)
-        ref = {
-            k for k in ref
-            if not (k[2] == "SPARQLConstraintComponent" and k[3] in graph_of and graph_of[k[3]] != graph_of.get(k[0]))
-        }
     got = {_key(x) for x in fast.violations}
     assert reference.conforms == fast.conforms
     assert got - ref == set(), f"only the fast engine reports {sorted(got - ref)[:10]}"
@@ -100,7 +92,7 @@ def test_everything_in_the_shapes_is_compiled():
     assert compiled.unsupported == ()
     assert fastshacl.compile_shapes() is compiled  # cached per process
     assert any(Path(f).name == "dspy.shacl.ttl" for f in compiled.files)
-    assert not any(Path(f).name == fastshacl.CLASSES_FILE for f in compiled.files)
+    assert not any(Path(f).name == CLASSES_FILE for f in compiled.files)
     for check in compiled.checks:  # every query parses, batched or not
         ox.Store().query(check.query(None))
         ox.Store().query(check.query(["urn:x:a", "urn:x:b"]))
@@ -129,7 +121,7 @@ def test_conforming_traces_agree(good_nquads, tmp_path):
 def _shapes():
     graph = rdflib.Graph()
     for path in sorted(shapes_dir().glob("*.ttl")):
-        if path.name != fastshacl.CLASSES_FILE:
+        if path.name != CLASSES_FILE:
             graph.parse(path, format="turtle")
     return graph
 
@@ -317,7 +309,7 @@ def test_broken_real_traces_agree(good_nquads, tmp_path):
         "InConstraintComponent", "MinInclusiveConstraintComponent", "ClosedConstraintComponent", "ClassConstraintComponent",
     } <= components
     fast = _fast(broken, tmp_path)
-    _assert_same(reference, fast, broken)
+    _assert_same(reference, fast)
     assert all(getattr(x, "trace", "x") for x in fast.violations)  # every violation names its trace
     rules = {getattr(x, "rule", "") for x in fast.violations if x.constraint == "SPARQLConstraintComponent"}
     assert {"UniqueToolCallIds", "ToolCallOffered"} <= rules, rules
@@ -327,7 +319,7 @@ def test_every_constraint_broken_once_agrees():
     broken, expected = _broken_synthetic()
     reference = _reference(broken)
     fast = _fast(broken)
-    _assert_same(reference, fast, broken)
+    _assert_same(reference, fast)
     reported = {(x.focus_node, fastshacl_path_iri(x.path), x.constraint) for x in fast.violations}
     missing = expected - reported
     assert not missing, f"{len(missing)} deliberate breakages not reported, e.g. {sorted(missing)[:5]}"
@@ -350,11 +342,13 @@ def test_store_traces_batches_and_progress(good_nquads, tmp_path):
     store.oxigraph.load(broken, ox.RdfFormat.N_QUADS)
     names = sorted(g.value for g in store.oxigraph.named_graphs())
     done: list[int] = []
-    whole = fastshacl.validate_store(store, workers=1)
-    batched = fastshacl.validate_store(store, traces=names, progress=done.append, batch_size=3, workers=1)
+    whole = validate_store(store, workers=1)
+    graphs = fastshacl.TraceGraphs(names=list(names), oxigraph=store.oxigraph, path=store.path)
+    graphs.select(names)
+    batched = fastshacl.validate_graphs_fast(graphs, progress=done.append, batch_size=3, workers=1)
     assert sum(done) == len(names) and len(done) == -(-len(names) // 3)
-    assert {_key(x) for x in whole.violations} == {_key(x) for x in batched.violations}
-    one = fastshacl.validate_store(store, traces=names[:1], workers=1)
+    assert {_key(x) for x in whole.violations} == {_key(x) for x in batched}
+    one = validate_store(store, traces=names[:1], workers=1)
     assert {getattr(x, "trace", names[0]) for x in one.violations} <= {names[0]}
     store.close()
 
@@ -366,22 +360,25 @@ def test_slices_and_whole_store_queries_agree(good_nquads, tmp_path, monkeypatch
     broken = _broken_real(good_nquads)
     store = EmbeddedStore(tmp_path / "store")
     store.oxigraph.load(broken, ox.RdfFormat.N_QUADS)
+    store.close()
+    store = EmbeddedStore(tmp_path / "store", read_only=True)  # worker processes share only a read-only store
     names = sorted(g.value for g in store.oxigraph.named_graphs())
     whole_progress: list[int] = []
     slices_progress: list[int] = []
-    whole = fastshacl.validate_store(store, workers=workers, slices=False, progress=whole_progress.append)
-    sliced = fastshacl.validate_store(store, workers=workers, slices=True, batch_size=2, progress=slices_progress.append)
-    assert not whole.conforms and len(whole.violations) > 10
-    assert [_key(x) + (x.trace, x.message) for x in sliced.violations] == [_key(x) + (x.trace, x.message) for x in whole.violations]
+    graphs = fastshacl.TraceGraphs(names=names, oxigraph=store.oxigraph, path=store.path)
+    whole = fastshacl.validate_graphs_fast(graphs, workers=workers, slices=False, progress=whole_progress.append)
+    sliced = fastshacl.validate_graphs_fast(graphs, workers=workers, slices=True, batch_size=2, progress=slices_progress.append)
+    assert len(whole) > 10
+    assert sorted(_key(x) + (x.message,) for x in sliced) == sorted(_key(x) + (x.message,) for x in whole)
     assert sum(whole_progress) == sum(slices_progress) == len(names)
     assert len(slices_progress) == -(-len(names) // 2)  # one call per slice
     # by default a store is sliced only above WHOLE_STORE_MAX_TRIPLES (or for chosen traces)
     default_progress: list[int] = []
-    fastshacl.validate_store(store, workers=workers, batch_size=2, progress=default_progress.append)
+    fastshacl.validate_graphs_fast(graphs, workers=workers, batch_size=2, progress=default_progress.append)
     assert len(default_progress) > len(slices_progress)
     monkeypatch.setattr(fastshacl, "WHOLE_STORE_MAX_TRIPLES", 10)
     default_progress.clear()
-    fastshacl.validate_store(store, workers=workers, batch_size=2, progress=default_progress.append)
+    fastshacl.validate_graphs_fast(graphs, workers=workers, batch_size=2, progress=default_progress.append)
     assert default_progress == slices_progress
     store.close()
 
@@ -422,13 +419,13 @@ def test_sparql_constraints_agree(good_nquads, tmp_path):
     lines += [f"{usage} <{d}total_tokens> {_lit('1', XSD_INT)} {graph_name} .", f"{usage} <{d}prompt_tokens> {_lit('5', XSD_INT)} {graph_name} ."]
     lines = [x for x in lines if x.rsplit(" ", 2)[-2] == graph_name]  # one trace: pySHACL merges graphs, rules must not join two
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    fast = fastshacl.validate_graph_fast(data, shapes=directory)
+    fast = validate_dataset(_dataset(data), shapes=directory)
     assert fastshacl.compile_shapes(directory).unsupported == ()
     shapes_graph = rdflib.Graph()
     for path in sorted(directory.glob("*.ttl")):
-        if path.name != fastshacl.CLASSES_FILE:
+        if path.name != CLASSES_FILE:
             shapes_graph.parse(path, format="turtle")
-    classes = rdflib.Graph().parse(directory / fastshacl.CLASSES_FILE, format="nt")
+    classes = rdflib.Graph().parse(directory / CLASSES_FILE, format="nt")
     conforms, report, _ = pyshacl.validate(graph_from_ntriples(data), shacl_graph=shapes_graph, ont_graph=classes, inference="none", advanced=True)
     ref = {
         (str(report.value(r, SH.focusNode)), str(report.value(r, SH.sourceConstraintComponent)).rsplit("#", 1)[-1])
@@ -444,8 +441,8 @@ def test_every_hand_written_rule_is_broken_somewhere(good_nquads):
     """Each sh:sparql rule of the shapes directory is reported at least once on the broken data (both engines agree
     on that data in the tests above)."""
     compiled = fastshacl.compile_shapes()
-    rules = {fastshacl._rule_name(c.shape) for c in compiled.checks if c.kind == "sparql"}
+    rules = {fastshacl.rule_name(c.shape) for c in compiled.checks if c.kind == "sparql"}
     reported = set()
     for data in (_broken_real(good_nquads), _broken_synthetic()[0]):
-        reported |= {getattr(x, "rule", "") for x in fastshacl.validate_graph_fast(data).violations if x.constraint == "SPARQLConstraintComponent"}
+        reported |= {getattr(x, "rule", "") for x in validate_dataset(_dataset(data)).violations if x.constraint == "SPARQLConstraintComponent"}
     assert rules <= reported, f"rules never broken: {sorted(rules - reported)}"

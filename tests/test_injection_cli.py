@@ -1,4 +1,4 @@
-"""Injection strings through every CLI flag that takes text (issue 6): treated as data or refused with a clear
+"""Injection strings through every CLI flag that takes text: treated as data or refused with a clear
 error, never as query text; the store is unchanged."""
 
 from __future__ import annotations

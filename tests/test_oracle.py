@@ -23,7 +23,7 @@ from rdflib.compare import isomorphic
 from conftest import FIXTURE_FILES, load
 from dspy_rdf import model, trace_from_json, trace_iri
 from dspy_rdf.resources import schema_path
-from dspy_rdf.validation import graph_from_ntriples
+from dspy_rdf.terms import rdflib_graph as graph_from_ntriples
 from dspy_rdf.writer import trace_lines
 
 

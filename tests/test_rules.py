@@ -10,137 +10,30 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 
+from cases import PREFIX, RULE_BREAKS, fixture_dataset
 from conftest import DATA, load
-from dspy_rdf import fastshacl, trace_from_json
+from dspy_rdf import trace_from_json
+from dspy_rdf.validation import compiled as fastshacl
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.formats import RdfFormat, serialize_traces
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.resources import shapes_dir
-from dspy_rdf.validation import ValidationReport, node_label, validate_dataset, validate_traces
+from dspy_rdf.validation import Engine, ValidationReport, node_label, validate_dataset, validate_traces
 
 D = "https://w3id.org/lmodel/dspy/"
-PREFIX = f"PREFIX dspy: <{D}> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
 RULES = ("ToolResultAnswersCall", "UniqueToolCallIds", "ContiguousPositions", "UsageTotal", "ToolCallOffered", "StartBeforeEnd", "ErrorResultHasContent")
 
 
 def _dataset(name: str) -> tuple[ox.Store, str]:
-    """A fixture as an in-memory dataset (exported with serialize_traces: one named graph) and its trace IRI."""
-    trace = trace_from_json(load(name))
-    store = ox.Store()
-    store.load(serialize_traces([trace], RdfFormat.N_QUADS), ox.RdfFormat.N_QUADS)
-    [graph] = list(store.named_graphs())
-    return store, graph.value
-
-
-def _update(store: ox.Store, graph: str, sparql: str) -> None:
-    """Run a SPARQL update whose WHERE/INSERT/DELETE patterns are in the trace's graph (``WITH``)."""
-    store.update(PREFIX + f"WITH <{graph}>\n" + sparql)
-
-
-def _one(store: ox.Store, graph: str, select: str) -> ox.QuerySolution:
-    rows = list(store.query(PREFIX + f"SELECT * WHERE {{ GRAPH <{graph}> {{ {select} }} }} LIMIT 1"))
-    assert rows, select
-    return rows[0]
-
-
-def _rederive_answers(store: ox.Store, graph: str) -> None:
-    """Rewrite dspy:answers from the call ids, as the writer derives it."""
-    _update(store, graph, "DELETE { ?r dspy:answers ?c } WHERE { ?r dspy:answers ?c }")
-    _update(store, graph, "INSERT { ?r dspy:answers ?c } WHERE { ?r a dspy:LMToolResultPart ; dspy:call_id ?id . ?c a dspy:LMToolCallPart ; dspy:call_id ?id }")
+    """A fixture as an in-memory dataset (one named graph) and its trace IRI."""
+    return fixture_dataset(name)
 
 
 def _rules(report: ValidationReport) -> set[str]:
     return {x.rule for x in report.violations}
 
 
-# --- every rule, broken once ------------------------------------------------------------------------------------
-
-
-def _delete_answers(store, g):
-    _update(store, g, "DELETE { ?r dspy:answers ?c } WHERE { { SELECT ?r ?c WHERE { ?r dspy:answers ?c } ORDER BY ?r ?c LIMIT 1 } }")
-    return "dspy:answers"
-
-
-def _answers_wrong_call(store, g):
-    # the result of call_w1 answers the tool call of call_t1 as well
-    _update(store, g, """INSERT { ?r dspy:answers ?other } WHERE {
-        ?r a dspy:LMToolResultPart ; dspy:call_id "call_w1" . ?other a dspy:LMToolCallPart ; dspy:call_id "call_t1" }""")
-    return "dspy:answers"
-
-
-def _duplicate_call_id(store, g):
-    # a message with two tool calls: the second gets the first's id (answers re-derived, so only the id clashes)
-    row = _one(store, g, """?m dspy:parts ?a , ?b . ?a a dspy:LMToolCallPart ; dspy:call_id ?id .
-                            ?b a dspy:LMToolCallPart ; dspy:call_id ?old . FILTER (STR(?a) < STR(?b))""")
-    _update(store, g, f"DELETE {{ {row['b']} dspy:call_id ?x }} INSERT {{ {row['b']} dspy:call_id {row['id']} }} WHERE {{ {row['b']} dspy:call_id ?x }}")
-    _rederive_answers(store, g)
-    return "dspy:parts"
-
-
-def _duplicate_position(store, g):
-    _update(store, g, "DELETE { ?p dspy:position 1 } INSERT { ?p dspy:position 0 } WHERE { <%s/entry/0/request/message/1> dspy:parts ?p . ?p dspy:position 1 }" % g)
-    return None
-
-
-def _position_gap(store, g):
-    _update(store, g, "DELETE { ?m dspy:position ?n } INSERT { ?m dspy:position 7 } WHERE { <%s/entry/0/request> dspy:messages ?m . ?m dspy:position ?n FILTER(?n = 3) }" % g)
-    return "dspy:messages"
-
-
-def _position_missing(store, g):
-    _update(store, g, "DELETE { ?o dspy:position ?n } WHERE { <%s/entry/0/response> dspy:outputs ?o . ?o dspy:position ?n }" % g)
-    return "dspy:outputs"
-
-
-def _total_tokens(store, g):
-    _update(store, g, "DELETE { ?u dspy:total_tokens ?t } INSERT { ?u dspy:total_tokens 1 } WHERE { ?u dspy:total_tokens ?t }")
-    return "dspy:total_tokens"
-
-
-def _no_outputs(store, g):
-    _update(store, g, "DELETE { ?r dspy:outputs ?o } WHERE { ?r dspy:outputs ?o }")
-    return "dspy:outputs"
-
-
-def _tool_not_offered(store, g):
-    _update(store, g, """DELETE { ?p rdfs:label ?n } INSERT { ?p rdfs:label "no_such_tool" }
-                         WHERE { ?r dspy:outputs ?o . ?o dspy:parts ?p . ?p a dspy:LMToolCallPart ; rdfs:label ?n }""")
-    return "rdfs:label"
-
-
-def _tool_in_message_not_offered(store, g):
-    _update(store, g, """DELETE { ?p rdfs:label ?n } INSERT { ?p rdfs:label "no_such_tool" }
-                         WHERE { ?q dspy:messages ?m . ?m dspy:parts ?p . ?p a dspy:LMToolCallPart ; rdfs:label ?n }""")
-    return "rdfs:label"
-
-
-def _ends_before_start(store, g):
-    store.update(PREFIX + f"""INSERT DATA {{ GRAPH <{g}> {{
-        <{g}> dspy:started_at "2026-01-02T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> ;
-              dspy:ended_at "2026-01-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> }} }}""")
-    return "dspy:ended_at"
-
-
-def _error_without_content(store, g):
-    _update(store, g, "DELETE { ?r dspy:content ?c } WHERE { ?r a dspy:LMToolResultPart ; dspy:content ?c }")
-    _update(store, g, "DELETE { ?r dspy:is_error ?e } INSERT { ?r dspy:is_error true } WHERE { ?r a dspy:LMToolResultPart ; dspy:is_error ?e }")
-    return "dspy:content"
-
-
-BREAKS = [
-    ("history_entry_all_parts.json", _delete_answers, "ToolResultAnswersCall"),
-    ("openai_exchange_tool_loop.json", _answers_wrong_call, "ToolResultAnswersCall"),
-    ("openai_exchange_tool_loop.json", _duplicate_call_id, "UniqueToolCallIds"),
-    ("history_entry_all_parts.json", _duplicate_position, "ContiguousPositions"),
-    ("history_entry_all_parts.json", _position_gap, "ContiguousPositions"),
-    ("history_entry_all_parts.json", _position_missing, "ContiguousPositions"),
-    ("history_entry_all_parts.json", _total_tokens, "UsageTotal"),
-    ("history_entry_all_parts.json", _no_outputs, "LMResponse"),
-    ("history_entry_all_parts.json", _tool_not_offered, "ToolCallOffered"),
-    ("openai_exchange_tool_loop.json", _tool_in_message_not_offered, "ToolCallOffered"),
-    ("history_entry_all_parts.json", _ends_before_start, "StartBeforeEnd"),
-    ("history_entry_all_parts.json", _error_without_content, "ErrorResultHasContent"),
-]
+BREAKS = RULE_BREAKS
 
 
 @pytest.mark.parametrize(("fixture", "breaker", "rule"), BREAKS, ids=[b[1].__name__.strip("_") for b in BREAKS])
@@ -148,8 +41,8 @@ def test_each_rule_catches_its_defect_and_only_it(fixture, breaker, rule):
     store, graph = _dataset(fixture)
     assert validate_dataset(store).conforms
     path = breaker(store, graph)
-    report = validate_dataset(store)
-    assert not report.conforms
+    report = validate_dataset(store, engine=Engine.PYSHACL)
+    assert report.violations
     assert _rules(report) == {rule}, report.to_text()
     for x in report.violations:
         assert x.trace == graph
@@ -160,7 +53,7 @@ def test_each_rule_catches_its_defect_and_only_it(fixture, breaker, rule):
         assert x.node in report.to_text() and rule in report.to_text()
     # the fast engine, with the store forms and with sh:select, reports the same
     assert _fast_rows(store, store_forms=True) == _fast_rows(store, store_forms=False)
-    assert {_key(x) for x in fastshacl.validate_graph_fast(store).violations} == {_key(x) for x in report.violations}
+    assert {_key(x) for x in validate_dataset(store).violations} == {_key(x) for x in report.violations}
 
 
 def _key(x) -> tuple:
@@ -174,7 +67,7 @@ def _fast_rows(store: ox.Store, *, store_forms: bool, graphs: list[str] | None =
     compiled = fastshacl.compile_shapes(store_forms=store_forms)
     sparql = [i for i, check in enumerate(compiled.checks) if check.kind == "sparql"]
     assert any(compiled.checks[i].store_text for i in sparql) == store_forms
-    return sorted(fastshacl._Runner(compiled, oxigraph=store).run_batch(graphs, sparql))
+    return sorted(fastshacl.Runner(compiled, oxigraph=store).run_batch(graphs, sparql))
 
 
 def _every_break_in_one_store() -> ox.Store:
@@ -197,9 +90,9 @@ def test_store_forms_report_exactly_what_the_rules_report():
     batch = sorted(g.value for g in store.named_graphs())[::2]
     batch_rows = _fast_rows(store, store_forms=True, graphs=batch)
     assert batch_rows == _fast_rows(store, store_forms=False, graphs=batch) == [row for row in rows if row[0] in batch]
-    assert {fastshacl._rule_name(row[-1]) for row in rows} == set(RULES)
+    assert {fastshacl.rule_name(row[-1]) for row in rows} == set(RULES)
     for index, (_fixture, _breaker, rule) in enumerate(BREAKS):
-        assert {fastshacl._rule_name(row[-1]) for row in rows if row[0].endswith(f"-{index}")} == {rule} & set(RULES)
+        assert {fastshacl.rule_name(row[-1]) for row in rows if row[0].endswith(f"-{index}")} == {rule} & set(RULES)
 
 
 def test_the_rules_count_and_shape_names():

@@ -18,7 +18,7 @@ import pytest
 from dspy_rdf import model as m
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.remote import (
+from dspy_rdf.store.remote import (
     RemoteAuthError,
     RemoteConnectionError,
     RemoteHTTPError,

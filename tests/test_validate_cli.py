@@ -64,9 +64,9 @@ def test_violations_exit_1_grouped_by_trace_and_rule(tmp_path, capsys):
     path, bad, good = _broken(tmp_path)
     assert main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("2 violation(s) in 1 trace(s) of 2 trace(s)")
+    assert out.startswith("does not conform: 2 violation(s) in 1 of 2 trace(s)")
     assert f"trace {bad}" in out and f"trace {good}" not in out
-    assert "  rule ToolResultAnswersCall (1)" in out and "  rule UsageTotal (1)" in out
+    assert "  rule ToolResultAnswersCall (1 violation)" in out and "  rule UsageTotal (1 violation)" in out
     assert "    - at entry 0 › response › usage" in out
     assert "      property: dspy:total_tokens" in out
     assert '      value: "1"^^<http://www.w3.org/2001/XMLSchema#integer>' in out
@@ -81,8 +81,9 @@ def test_json_report(tmp_path, capsys):
     assert doc["conforms"] is False and doc["violation_count"] == 2 and doc["traces_validated"] == 2
     [group] = doc["traces"]
     assert group["trace"] == bad
-    assert {x["rule"] for x in group["violations"]} == {"ToolResultAnswersCall", "UsageTotal"}
-    x = next(x for x in group["violations"] if x["rule"] == "UsageTotal")
+    assert {x["rule"] for x in group["results"]} == {"ToolResultAnswersCall", "UsageTotal"}
+    assert {x["severity"] for x in group["results"]} == {"Violation"}
+    x = next(x for x in group["results"] if x["rule"] == "UsageTotal")
     assert x["node"] == "entry 0 › response › usage" and x["path"] == "dspy:total_tokens" and x["focus_node"] == f"{bad}/entry/0/response/usage"
 
 

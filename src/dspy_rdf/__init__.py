@@ -23,17 +23,19 @@ from dspy_rdf.identity import DEFAULT_BASE, canonical_json, trace_iri, trace_key
 from dspy_rdf.inputs import InputItem, read_traces
 from dspy_rdf.model import SOURCE_FORMATS, SOURCE_KINDS, Trace
 from dspy_rdf.tracejson import detect_source, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
-from dspy_rdf.validation import ValidationReport, Violation, validate_graph, validate_traces
+from dspy_rdf.validation import Engine, Severity, ValidationReport, Violation, validate_graph, validate_traces
 from dspy_rdf.writer import trace_lines
 
 __all__ = [
     "DEFAULT_BASE",
     "DspyRdfError",
+    "Engine",
     "InputItem",
     "RdfFormat",
     "RdfInputError",
     "SOURCE_FORMATS",
     "SOURCE_KINDS",
+    "Severity",
     "Trace",
     "TraceInputError",
     "ValidationReport",

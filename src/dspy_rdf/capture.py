@@ -43,7 +43,7 @@ from dspy_rdf.dspy33 import entry_from_json
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.history_dict import entry_from_history_dict
-from dspy_rdf.tracejson import _to_jsonable, trace_from_dspy
+from dspy_rdf.tracejson import to_jsonable, trace_from_dspy
 
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
@@ -331,7 +331,7 @@ class TraceRecorder(BaseCallback):
 
     def on_tool_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         # Arguments are kept exactly (not summarized): they are what pairs an execution with its tool-call part.
-        args = _to_jsonable(inputs.get("kwargs", inputs))
+        args = to_jsonable(inputs.get("kwargs", inputs))
         name = str(getattr(instance, "name", type(instance).__name__))
         self._start(call_id, m.ToolExecution(tool_call=m.ToolCall(name=name, args=args), started_at=_PENDING))
 

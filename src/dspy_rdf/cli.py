@@ -236,14 +236,21 @@ def _to_json(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from dspy_rdf.validation import validate_dataset, validate_store
+    from dspy_rdf.validation import Engine, Severity, validate_files, validate_store
 
     if args.files and args.store is not None:
         raise ValueError("give input FILEs or --store, not both")
     if not args.files and args.store is None:
         raise ValueError("give input FILEs (JSON, JSONL or RDF) or --store PATH|URL to validate")
     traces = list(dict.fromkeys(args.trace)) if args.trace else None
-    skipped = 0
+    redactor = _redactor(args)
+    engine = Engine(args.engine)
+    skipped: list[Exception] = []
+
+    def skip(error: Exception) -> None:
+        print(f"skipped {error}", file=sys.stderr)
+        skipped.append(error)
+
     if args.store is not None:
         from dspy_rdf.store import open_store
 
@@ -252,38 +259,12 @@ def _validate(args: argparse.Namespace) -> int:
                 return len(traces) if traces is not None else len(store.trace_iris())
 
             with _bar(total, unit=" traces", desc="validating") as progress:
-                report = validate_store(store, traces=traces, engine=args.engine, progress=progress, slices=args.slices)
+                report = validate_store(store, traces=traces, engine=engine, progress=progress, slices=args.slices, redactor=redactor)
     else:
-        import pyoxigraph as ox
-
-        from dspy_rdf.formats import _OX_FORMAT, RdfFormat
-        from dspy_rdf.inputs import JSONL_SUFFIXES
-        from dspy_rdf.writer import trace_lines
-
-        # Everything goes into one in-memory dataset, one named graph per trace: JSON traces as they are exported,
-        # RDF files as they are (their triples are validated, not a re-export of them).
-        dataset = ox.Store()
-        json_files = [p for p in args.files if p.suffix.lower() in (".json", *JSONL_SUFFIXES)]
-        inputs = _Inputs(json_files, args, strict=False)
-        for trace in inputs.traces():
-            _, lines = trace_lines(trace, base=args.base)
-            dataset.load("".join(lines).encode("utf-8"), ox.RdfFormat.N_QUADS)
-        skipped = inputs.skipped
-        for path in args.files:
-            if path in json_files:
-                continue
-            if not path.exists():
-                raise FileNotFoundError(f"{path}: no such file")
-            try:
-                dataset.load(path.read_bytes(), _OX_FORMAT[RdfFormat.from_path(path)])
-            except SyntaxError as exc:
-                raise ValueError(f"{path}: not valid RDF: {exc}") from None
-        if args.engine == "pyshacl":
-            report = validate_dataset(dataset, traces=traces)
-        else:
-            from dspy_rdf.fastshacl import validate_store as fast
-
-            report = fast(dataset, traces=traces, engine=args.engine)
+        report = validate_files(
+            args.files, traces=traces, engine=engine, base=args.base, redactor=redactor, source_format=args.source_format,
+            fill_model=args.fill_model, fill_timestamp=args.fill_timestamp, on_skip=skip,
+        )
     if args.format == "json":
         print(report.to_json())
     elif args.format == "ttl":
@@ -291,8 +272,10 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         print(report.to_text())
     if skipped:
-        print(f"skipped {skipped} bad input(s)", file=sys.stderr)
-    return 0 if report.conforms and not skipped else 1
+        print(f"skipped {len(skipped)} bad input(s)", file=sys.stderr)
+    if report.validated == 0:
+        print("error: nothing was validated (no traces in the input)", file=sys.stderr)
+    return 1 if report.fails(Severity(args.fail_on.capitalize())) or skipped else 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -386,6 +369,14 @@ def _add_query_commands(sub: argparse._SubParsersAction) -> None:
     query.set_defaults(run=_query)
 
 
+def _redaction_options(parser: argparse.ArgumentParser, no_redact_help: str) -> None:
+    parser.add_argument("--no-redact", action="store_true", help=no_redact_help)
+    parser.add_argument("--redact-field", action="append", metavar="NAME", help="also redact the values of JSON fields with this name (repeatable)")
+    parser.add_argument(
+        "--redact-pattern", action="append", metavar="KIND=REGEX", help="also redact text matching REGEX, marked [REDACTED:KIND] (repeatable)"
+    )
+
+
 def _store_option(parser: argparse.ArgumentParser, default_help: str) -> None:
     parser.add_argument(
         "--store", metavar="PATH|URL", help=f"store directory (embedded) or SPARQL server URL (default: {default_help})"
@@ -425,13 +416,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="with an embedded --store: the bulk loader for every batch, even small ones, and compaction afterwards "
         "(large batches use it anyway; every batch is still written all or nothing; see README)",
     )
-    export.add_argument(
-        "--no-redact", action="store_true", help="keep secrets (API keys, bearer tokens, api_key-like fields) instead of redacting them"
-    )
-    export.add_argument("--redact-field", action="append", metavar="NAME", help="also redact the values of JSON fields with this name (repeatable)")
-    export.add_argument(
-        "--redact-pattern", action="append", metavar="KIND=REGEX", help="also redact text matching REGEX, marked [REDACTED:KIND] (repeatable)"
-    )
+    _redaction_options(export, "keep secrets (API keys, bearer tokens, api_key-like fields) instead of redacting them")
     export.set_defaults(run=_export)
 
     stats = sub.add_parser("stats", help="count traces, LM calls, tool calls and triples in a store")
@@ -467,7 +452,8 @@ def _build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser(
         "validate",
         help="check traces (JSON, JSONL, RDF files or a store) against the SHACL shapes and the integrity rules",
-        description="Exit 0 when every trace conforms, 1 when one does not (or an input was skipped), 2 on an error.",
+        description="Exit 0 when every trace conforms (warnings allowed, unless --fail-on warning), 1 when one does not, "
+        "an input was skipped or nothing was validated, 2 on an error.",
     )
     validate.add_argument("files", nargs="*", type=Path, help="DSPy JSON/JSONL or RDF (.ttl, .nt, .nq, .trig, .jsonld)")
     _input_options(validate, source_formats, from_help)
@@ -478,6 +464,12 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     validate.add_argument("--format", choices=["text", "json", "ttl"], default="text", help="report format: text (grouped by trace and rule), json, or ttl (a SHACL validation report)")
     validate.add_argument("--engine", choices=["fast", "pyshacl"], default="fast", help="fast (the shapes compiled to SPARQL run inside the store, default) or pyshacl (the reference)")
+    validate.add_argument(
+        "--fail-on", choices=["violation", "warning", "info"], default="violation",
+        help="exit 1 when a result of this severity or higher is found (default: violation; warnings report what the "
+        "model or program did, such as calling a tool that was not offered)",
+    )
+    _redaction_options(validate, "show secrets in reported values and messages instead of redacting them as exports do")
     validate.add_argument(
         "--slices", action=argparse.BooleanOptionalAction, default=None,
         help="fast engine, embedded store: validate 1,000 traces at a time in memory (memory bounded by a slice, about half "

@@ -16,6 +16,19 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.fields import (
+    check_datetime,
+    check_keys,
+    expect_object,
+    fail,
+    get_bool,
+    get_float,
+    get_int,
+    get_json_object,
+    get_list,
+    get_str,
+    kind_of,
+)
 
 __all__ = ["detect_kind", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 
@@ -23,109 +36,6 @@ _SOURCE_KEYS = ("media_type", "data", "url", "file_id", "path")
 
 
 # --- reading -----------------------------------------------------------------------------------------
-
-
-def _fail(path: str, message: str) -> TraceInputError:
-    return TraceInputError(message, field=path)
-
-
-def _obj(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(path, f"expected a JSON object, got {_kind(value)}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _check_keys(d: dict[str, Any], allowed: frozenset[str], path: str, what: str) -> None:
-    extra = d.keys() - allowed
-    if extra:
-        names = ", ".join(sorted(map(str, extra)))
-        raise _fail(path, f"unknown field(s) {names} on {what}; expected only {', '.join(sorted(allowed))}")
-
-
-def _str(d: dict[str, Any], key: str, path: str, *, required: bool = False, default: str | None = None) -> str | None:
-    value = d.get(key, default)
-    if value is None:
-        if required:
-            raise _fail(f"{path}.{key}", "is required")
-        return None
-    if not isinstance(value, str):
-        raise _fail(f"{path}.{key}", f"expected a string, got {_kind(value)}")
-    return value
-
-
-def _int(d: dict[str, Any], key: str, path: str) -> int | None:
-    value = d.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"{path}.{key}", f"expected an integer, got {_kind(value)}")
-    return value
-
-
-def _float(d: dict[str, Any], key: str, path: str) -> float | None:
-    value = d.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(f"{path}.{key}", f"expected a number, got {_kind(value)}")
-    try:
-        return float(value)
-    except OverflowError:
-        raise _fail(f"{path}.{key}", f"the number has {len(str(abs(value)))} digits, too large for a double") from None
-
-
-# xsd:dateTime's lexical form (what the graph holds), which every ISO 8601 date-time DSPy writes has.
-_DATETIME = re.compile(r"-?\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
-
-
-def check_datetime(value: str, path: str) -> str:
-    """Return ``value`` if it is an ISO 8601 / ``xsd:dateTime`` date-time, else raise naming ``path``."""
-    valid = _DATETIME.fullmatch(value) is not None
-    if valid:
-        try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            valid = False
-    if not valid:
-        raise _fail(path, f"expected an ISO 8601 date-time such as 2025-01-31T12:00:00 or 2025-01-31T12:00:00Z, got {value!r}")
-    return value
-
-
-def _bool(d: dict[str, Any], key: str, path: str, *, default: bool | None = None) -> bool | None:
-    value = d.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _fail(f"{path}.{key}", f"expected true or false, got {_kind(value)}")
-    return value
-
-
-def _json_obj(d: dict[str, Any], key: str, path: str) -> dict[str, Any]:
-    value = d.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _fail(f"{path}.{key}", f"expected a JSON object, got {_kind(value)}")
-    return value
-
-
-def _list(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> list[Any]:
-    value = d.get(key)
-    if value is None:
-        if required:
-            raise _fail(f"{path}.{key}", "is required")
-        return []
-    if not isinstance(value, list):
-        raise _fail(f"{path}.{key}", f"expected a list, got {_kind(value)}")
-    return value
 
 
 _PART_KEYS: dict[str, frozenset[str]] = {
@@ -145,71 +55,71 @@ _PART_KEYS: dict[str, frozenset[str]] = {
 
 def part_from_json(value: Any, path: str) -> m.LMPart:
     """Turn one DSPy part dict into a model part; unknown kinds are rejected by name."""
-    d = _obj(value, path)
+    d = expect_object(value, path)
     kind = d.get("type")
     keys = _PART_KEYS.get(kind) if isinstance(kind, str) else None
     if keys is None:
-        raise _fail(f"{path}.type", f"unknown part type {kind!r}; expected one of {', '.join(m.PART_TYPES)}")
-    _check_keys(d, keys, path, f"a {kind} part")
-    metadata = _json_obj(d, "metadata", path)
+        raise fail(f"{path}.type", f"unknown part type {kind!r}; expected one of {', '.join(m.PART_TYPES)}")
+    check_keys(d, keys, path, f"a {kind} part")
+    metadata = get_json_object(d, "metadata", path)
     if kind == "text":
-        return m.LMTextPart(text=_str(d, "text", path, required=True), metadata=metadata)
+        return m.LMTextPart(text=get_str(d, "text", path, required=True), metadata=metadata)
     if kind == "tool_call":
         return m.LMToolCallPart(
-            name=_str(d, "name", path, required=True),
-            call_id=_str(d, "id", path),
-            args=_json_obj(d, "args", path),
-            provider_data=_json_obj(d, "provider_data", path),
+            name=get_str(d, "name", path, required=True),
+            call_id=get_str(d, "id", path),
+            args=get_json_object(d, "args", path),
+            provider_data=get_json_object(d, "provider_data", path),
             metadata=metadata,
         )
     if kind == "tool_result":
         return m.LMToolResultPart(
-            call_id=_str(d, "call_id", path),
-            name=_str(d, "name", path),
-            content=[part_from_json(p, f"{path}.content[{i}]") for i, p in enumerate(_list(d, "content", path))],
-            is_error=_bool(d, "is_error", path, default=False),
-            provider_data=_json_obj(d, "provider_data", path),
+            call_id=get_str(d, "call_id", path),
+            name=get_str(d, "name", path),
+            content=[part_from_json(p, f"{path}.content[{i}]") for i, p in enumerate(get_list(d, "content", path))],
+            is_error=get_bool(d, "is_error", path, default=False),
+            provider_data=get_json_object(d, "provider_data", path),
             metadata=metadata,
         )
     if kind == "thinking":
         return m.LMThinkingPart(
-            text=_str(d, "text", path, required=True), redacted=_bool(d, "redacted", path, default=False), metadata=metadata
+            text=get_str(d, "text", path, required=True), redacted=get_bool(d, "redacted", path, default=False), metadata=metadata
         )
     if kind == "refusal":
-        return m.LMRefusalPart(text=_str(d, "text", path, required=True), metadata=metadata)
+        return m.LMRefusalPart(text=get_str(d, "text", path, required=True), metadata=metadata)
     if kind == "citation":
         part = m.LMCitationPart(
-            text=_str(d, "text", path), title=_str(d, "title", path), url=_str(d, "url", path), metadata=metadata
+            text=get_str(d, "text", path), title=get_str(d, "title", path), url=get_str(d, "url", path), metadata=metadata
         )
         if part.text is None and part.title is None and part.url is None:
-            raise _fail(path, "a citation part needs at least one of text, title or url")
+            raise fail(path, "a citation part needs at least one of text, title or url")
         return part
     cls = m.PART_CLASSES[kind]
-    fields: dict[str, Any] = {key: _str(d, key, path) for key in _SOURCE_KEYS}
+    fields: dict[str, Any] = {key: get_str(d, key, path) for key in _SOURCE_KEYS}
     if fields["media_type"] is None:
         del fields["media_type"]  # the class default, as in DSPy
     if kind == "document":
         source = d.get("source")
         if source is not None and not isinstance(source, dict):
-            raise _fail(f"{path}.source", f"expected a JSON object, got {_kind(source)}")
+            raise fail(f"{path}.source", f"expected a JSON object, got {kind_of(source)}")
         fields.update(
             source=source,
-            citations=_json_obj(d, "citations", path),
-            title=_str(d, "title", path),
-            context=_str(d, "context", path),
+            citations=get_json_object(d, "citations", path),
+            title=get_str(d, "title", path),
+            context=get_str(d, "context", path),
         )
     elif kind == "image":
-        detail = _str(d, "detail", path)
+        detail = get_str(d, "detail", path)
         if detail not in (None, "low", "high", "auto"):
-            raise _fail(f"{path}.detail", f"expected low, high or auto, got {detail!r}")
+            raise fail(f"{path}.detail", f"expected low, high or auto, got {detail!r}")
         fields["detail"] = detail
     elif kind == "binary":
-        fields["filename"] = _str(d, "filename", path)
+        fields["filename"] = get_str(d, "filename", path)
     return cls(metadata=metadata, **fields)
 
 
 def _parts(d: dict[str, Any], path: str, *, required: bool = False) -> list[m.LMPart]:
-    return [part_from_json(p, f"{path}.parts[{i}]") for i, p in enumerate(_list(d, "parts", path, required=required))]
+    return [part_from_json(p, f"{path}.parts[{i}]") for i, p in enumerate(get_list(d, "parts", path, required=required))]
 
 
 _MESSAGE_KEYS = frozenset({"role", "parts", "name", "metadata"})
@@ -230,29 +140,29 @@ _ENTRY_DERIVED = frozenset({"outputs", "usage", "cost", "model", "prompt", "mess
 
 def message_from_json(value: Any, path: str) -> m.LMMessage:
     """Turn one DSPy ``LMMessage`` dict into a model message."""
-    d = _obj(value, path)
-    _check_keys(d, _MESSAGE_KEYS, path, "a message")
+    d = expect_object(value, path)
+    check_keys(d, _MESSAGE_KEYS, path, "a message")
     return m.LMMessage(
-        role=_str(d, "role", path, required=True),
+        role=get_str(d, "role", path, required=True),
         parts=_parts(d, path, required=True),
-        name=_str(d, "name", path),
-        metadata=_json_obj(d, "metadata", path),
+        name=get_str(d, "name", path),
+        metadata=get_json_object(d, "metadata", path),
     )
 
 
 def _tool_spec(value: Any, path: str) -> m.LMToolSpec:
-    d = _obj(value, path)
-    _check_keys(d, _TOOL_KEYS, path, "a tool spec")
-    tool_type = _str(d, "type", path, default="function")
+    d = expect_object(value, path)
+    check_keys(d, _TOOL_KEYS, path, "a tool spec")
+    tool_type = get_str(d, "type", path, default="function")
     if tool_type != "function":
-        raise _fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
+        raise fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
     return m.LMToolSpec(
-        name=_str(d, "name", path, required=True),
-        description=_str(d, "description", path),
-        parameters=_json_obj(d, "parameters", path),
-        strict=_bool(d, "strict", path),
-        metadata=_json_obj(d, "metadata", path),
-        provider_data=_json_obj(d, "provider_data", path),
+        name=get_str(d, "name", path, required=True),
+        description=get_str(d, "description", path),
+        parameters=get_json_object(d, "parameters", path),
+        strict=get_bool(d, "strict", path),
+        metadata=get_json_object(d, "metadata", path),
+        provider_data=get_json_object(d, "provider_data", path),
     )
 
 
@@ -260,82 +170,85 @@ def _sub(d: dict[str, Any], key: str, path: str, keys: frozenset[str]) -> dict[s
     value = d.get(key)
     if value is None:
         return None
-    sub = _obj(value, f"{path}.{key}")
-    _check_keys(sub, keys, f"{path}.{key}", key.replace("_", " ") + " settings")
+    sub = expect_object(value, f"{path}.{key}")
+    check_keys(sub, keys, f"{path}.{key}", key.replace("_", " ") + " settings")
     return sub
 
 
-def _stop(stop: Any, path: str, expected: str) -> list[str] | None:
+def check_stop(stop: Any, path: str, expected: str) -> list[str] | None:
+    """A config's ``stop``: a list of strings or None (``expected`` says what the caller accepts)."""
     if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
-        raise _fail(path, expected)
+        raise fail(path, expected)
     return stop
 
 
-def _logprobs(logprobs: Any, path: str) -> bool | int | None:
+def check_logprobs(logprobs: Any, path: str) -> bool | int | None:
+    """A config's ``logprobs``: a boolean, a count or None."""
     if logprobs is not None and not isinstance(logprobs, (bool, int)):
-        raise _fail(path, f"expected a boolean or an integer, got {_kind(logprobs)}")
+        raise fail(path, f"expected a boolean or an integer, got {kind_of(logprobs)}")
     return logprobs
 
 
 def _config(value: Any, path: str) -> m.LMConfig:
     if value is None:
         return m.LMConfig()
-    d = _obj(value, path)
-    _check_keys(d, _CONFIG_KEYS, path, "a config")
+    d = expect_object(value, path)
+    check_keys(d, _CONFIG_KEYS, path, "a config")
     config = m.LMConfig(
-        temperature=_float(d, "temperature", path),
-        max_tokens=_int(d, "max_tokens", path),
-        top_p=_float(d, "top_p", path),
-        n=_int(d, "n", path),
+        temperature=get_float(d, "temperature", path),
+        max_tokens=get_int(d, "max_tokens", path),
+        top_p=get_float(d, "top_p", path),
+        n=get_int(d, "n", path),
         response_format=d.get("response_format"),
-        extensions=_json_obj(d, "extensions", path),
+        extensions=get_json_object(d, "extensions", path),
     )
-    config.stop = _stop(d.get("stop"), f"{path}.stop", "expected a list of strings")
-    config.logprobs = _logprobs(d.get("logprobs"), f"{path}.logprobs")
+    config.stop = check_stop(d.get("stop"), f"{path}.stop", "expected a list of strings")
+    config.logprobs = check_logprobs(d.get("logprobs"), f"{path}.logprobs")
     if (r := _sub(d, "reasoning", path, frozenset({"effort", "max_tokens", "summary"}))) is not None:
         p = f"{path}.reasoning"
         config.reasoning = m.LMReasoningConfig(
-            effort=_str(r, "effort", p), max_tokens=_int(r, "max_tokens", p), summary=_str(r, "summary", p)
+            effort=get_str(r, "effort", p), max_tokens=get_int(r, "max_tokens", p), summary=get_str(r, "summary", p)
         )
     if (t := _sub(d, "tool_choice", path, frozenset({"mode", "allowed", "parallel"}))) is not None:
         p = f"{path}.tool_choice"
-        mode = _str(t, "mode", p, default="auto")
+        mode = get_str(t, "mode", p, default="auto")
         if mode not in ("auto", "required", "none"):
-            raise _fail(f"{p}.mode", f"expected auto, required or none, got {mode!r}")
+            raise fail(f"{p}.mode", f"expected auto, required or none, got {mode!r}")
         allowed = t.get("allowed")
         if allowed is not None and not (isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)):
-            raise _fail(f"{p}.allowed", "expected a list of tool names")
-        config.tool_choice = m.LMToolChoice(mode=mode, allowed=allowed, parallel=_bool(t, "parallel", p))
+            raise fail(f"{p}.allowed", "expected a list of tool names")
+        config.tool_choice = m.LMToolChoice(mode=mode, allowed=allowed, parallel=get_bool(t, "parallel", p))
     if (c := _sub(d, "cache", path, frozenset({"enabled", "rollout_id"}))) is not None:
         p = f"{path}.cache"
         rollout_id = c.get("rollout_id")
         if rollout_id is not None and (isinstance(rollout_id, bool) or not isinstance(rollout_id, (int, str))):
-            raise _fail(f"{p}.rollout_id", f"expected an integer or a string, got {_kind(rollout_id)}")
-        config.cache = m.LMCacheConfig(enabled=_bool(c, "enabled", p), rollout_id=rollout_id)
+            raise fail(f"{p}.rollout_id", f"expected an integer or a string, got {kind_of(rollout_id)}")
+        config.cache = m.LMCacheConfig(enabled=get_bool(c, "enabled", p), rollout_id=rollout_id)
     if (pc := _sub(d, "prompt_cache", path, frozenset({"enabled", "key"}))) is not None:
         p = f"{path}.prompt_cache"
-        config.prompt_cache = m.LMPromptCacheConfig(enabled=_bool(pc, "enabled", p), key=_str(pc, "key", p))
+        config.prompt_cache = m.LMPromptCacheConfig(enabled=get_bool(pc, "enabled", p), key=get_str(pc, "key", p))
     return config
 
 
 def request_from_json(value: Any, path: str = "request") -> m.LMRequest:
     """Turn a DSPy ``LMRequest`` dict into a model request."""
-    d = _obj(value, path)
-    _check_keys(d, _REQUEST_KEYS, path, "a request")
+    d = expect_object(value, path)
+    check_keys(d, _REQUEST_KEYS, path, "a request")
     return m.LMRequest(
-        model=_str(d, "model", path, required=True),
-        messages=[message_from_json(x, f"{path}.messages[{i}]") for i, x in enumerate(_list(d, "messages", path, required=True))],
-        tools=[_tool_spec(x, f"{path}.tools[{i}]") for i, x in enumerate(_list(d, "tools", path))],
+        model=get_str(d, "model", path, required=True),
+        messages=[message_from_json(x, f"{path}.messages[{i}]") for i, x in enumerate(get_list(d, "messages", path, required=True))],
+        tools=[_tool_spec(x, f"{path}.tools[{i}]") for i, x in enumerate(get_list(d, "tools", path))],
         config=_config(d.get("config"), f"{path}.config"),
-        metadata=_json_obj(d, "metadata", path),
+        metadata=get_json_object(d, "metadata", path),
     )
 
 
-def _usage(value: Any, path: str) -> m.LMUsage | None:
+def usage_from_json(value: Any, path: str) -> m.LMUsage | None:
+    """A DSPy ``LMUsage`` dict (extras kept), with DSPy's alias filling (prompt/input, completion/output, total)."""
     if value is None:
         return None
-    d = _obj(value, path)
-    usage = m.LMUsage(**{key: _int(d, key, path) for key in m.USAGE_TOKEN_FIELDS}, details=_json_obj(d, "details", path))
+    d = expect_object(value, path)
+    usage = m.LMUsage(**{key: get_int(d, key, path) for key in m.USAGE_TOKEN_FIELDS}, details=get_json_object(d, "details", path))
     extras = {k: v for k, v in d.items() if k not in m.USAGE_TOKEN_FIELDS and k != "details"}
     if "metadata" in extras:
         usage.metadata = extras.pop("metadata")
@@ -356,55 +269,55 @@ def _usage(value: Any, path: str) -> m.LMUsage | None:
 
 def response_from_json(value: Any, path: str = "response") -> m.LMResponse:
     """Turn a DSPy ``LMResponse`` dict into a model response."""
-    d = _obj(value, path)
-    _check_keys(d, _RESPONSE_KEYS, path, "a response")
+    d = expect_object(value, path)
+    check_keys(d, _RESPONSE_KEYS, path, "a response")
     outputs = []
-    for i, raw in enumerate(_list(d, "outputs", path, required=True)):
+    for i, raw in enumerate(get_list(d, "outputs", path, required=True)):
         p = f"{path}.outputs[{i}]"
-        o = _obj(raw, p)
-        _check_keys(o, _OUTPUT_KEYS, p, "an output")
+        o = expect_object(raw, p)
+        check_keys(o, _OUTPUT_KEYS, p, "an output")
         outputs.append(
             m.LMOutput(
                 parts=_parts(o, p),
-                finish_reason=_str(o, "finish_reason", p),
-                truncated=_bool(o, "truncated", p, default=False),
+                finish_reason=get_str(o, "finish_reason", p),
+                truncated=get_bool(o, "truncated", p, default=False),
                 logprobs=o.get("logprobs"),
-                provider_data=_json_obj(o, "provider_data", p),
-                metadata=_json_obj(o, "metadata", p),
+                provider_data=get_json_object(o, "provider_data", p),
+                metadata=get_json_object(o, "metadata", p),
             )
         )
     if not outputs:
-        raise _fail(f"{path}.outputs", "a response needs at least one output")
+        raise fail(f"{path}.outputs", "a response needs at least one output")
     return m.LMResponse(
         outputs=outputs,
-        model=_str(d, "model", path),
-        usage=_usage(d.get("usage"), f"{path}.usage"),
-        cost=_float(d, "cost", path),
-        cache_hit=_bool(d, "cache_hit", path, default=False),
-        response_id=_str(d, "response_id", path),
-        provider_data=_json_obj(d, "provider_data", path),
-        metadata=_json_obj(d, "metadata", path),
+        model=get_str(d, "model", path),
+        usage=usage_from_json(d.get("usage"), f"{path}.usage"),
+        cost=get_float(d, "cost", path),
+        cache_hit=get_bool(d, "cache_hit", path, default=False),
+        response_id=get_str(d, "response_id", path),
+        provider_data=get_json_object(d, "provider_data", path),
+        metadata=get_json_object(d, "metadata", path),
     )
 
 
 def entry_from_json(value: Any, path: str = "") -> m.LMHistoryEntry:
     """Turn a DSPy ``LMHistoryEntry`` dict into a model history entry."""
-    d = _obj(value, path or "entry")
+    d = expect_object(value, path or "entry")
     prefix = f"{path}." if path else ""
     p = path or "entry"
     return m.LMHistoryEntry(
         request=request_from_json(_required(d, "request", p), f"{prefix}request"),
         response=response_from_json(_required(d, "response", p), f"{prefix}response"),
-        timestamp=check_datetime(_str(d, "timestamp", p, required=True), f"{prefix}timestamp"),
-        uuid=_str(d, "uuid", p, required=True),
-        model_type=_str(d, "model_type", p),
+        timestamp=check_datetime(get_str(d, "timestamp", p, required=True), f"{prefix}timestamp"),
+        uuid=get_str(d, "uuid", p, required=True),
+        model_type=get_str(d, "model_type", p),
         extra_fields={k: v for k, v in d.items() if k not in _ENTRY_FIELDS and k not in _ENTRY_DERIVED},
     )
 
 
 def _required(d: dict[str, Any], key: str, path: str) -> Any:
     if d.get(key) is None:
-        raise _fail(f"{path}.{key}", "is required")
+        raise fail(f"{path}.{key}", "is required")
     return d[key]
 
 
@@ -428,7 +341,7 @@ def detect_kind(value: Any) -> m.SourceKind:
             "not a DSPy 3.3 LMHistoryEntry (request, response, timestamp, uuid), LMRequest (model, messages), "
             f"LMResponse (outputs), LMMessage (role, parts) or LMPart (type); its keys are: {keys}"
         )
-    raise TraceInputError(f"expected a JSON object or a list of history entries, got {_kind(value)}")
+    raise TraceInputError(f"expected a JSON object or a list of history entries, got {kind_of(value)}")
 
 
 def trace_from_json(value: Any, *, source_index: int | None = None) -> m.Trace:

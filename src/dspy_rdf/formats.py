@@ -18,7 +18,7 @@ from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.reader import traces_from_quads
 from dspy_rdf.resources import jsonld_context_path
-from dspy_rdf.validation import rdflib_term
+from dspy_rdf.terms import rdflib_term
 from dspy_rdf.writer import trace_lines
 
 __all__ = ["RdfFormat", "encode_trace", "parse_traces", "serialize_traces", "write_traces"]
@@ -150,20 +150,14 @@ def _encode(text: bytes, format: RdfFormat) -> bytes:
 
 
 def _to_jsonld(nquads: bytes) -> bytes:
-    """JSON-LD compacted with the LinkML-generated context (rdflib does the compaction)."""
+    """JSON-LD compacted with the LinkML-generated context (rdflib does the compaction; typed literals keep their
+    lexical form, as DSPy wrote it: see :func:`dspy_rdf.terms.rdflib_term`)."""
     import rdflib
-
-    def term(t: ox.NamedNode | ox.Literal) -> rdflib.term.Node:
-        if isinstance(t, ox.Literal) and t.datatype.value != v.XSD_STRING and not t.language:
-            # rdflib would rewrite the lexical form of typed literals (2025-01-01T00:00:00Z -> ...+00:00, .000 -> ''):
-            # the text must stay exactly what DSPy wrote.
-            return rdflib.Literal(t.value, datatype=rdflib.URIRef(t.datatype.value), normalize=False)
-        return rdflib_term(t)
 
     dataset = rdflib.Dataset()
     for q in ox.parse(nquads, ox.RdfFormat.N_QUADS):
         graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
-        graph.add((term(q.subject), rdflib.URIRef(q.predicate.value), term(q.object)))
+        graph.add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
     context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]
     return dataset.serialize(format="json-ld", context=context, auto_compact=True).encode("utf-8")
 

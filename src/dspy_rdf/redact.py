@@ -52,6 +52,7 @@ DEFAULT_FIELDS: frozenset[str] = frozenset(
 ``token`` is not one: logprobs entries name each generated token ``token``."""
 
 _FIELD_KIND = "secret_field"
+_RDF_JSON_SUFFIX = "^^<http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON>"
 _JSON_KEY = re.compile(r'"([^"\\]{1,64})":')
 # Literal text every match of a default pattern contains (secrets are ASCII, so canonical JSON holds them as is).
 _DEFAULT_PREFIXES: dict[str, tuple[str, ...]] = {
@@ -137,6 +138,35 @@ class Redactor:
         total = Counter(trace.redactions)
         total.update(counts)
         return dataclasses.replace(redacted, redactions=dict(sorted(total.items())))
+
+    def redact_text(self, text: str) -> str:
+        """One text with the secrets the patterns (and the callback) find replaced, as in a trace."""
+        return self._text(text, Counter())
+
+    def redact_json(self, value: Any) -> Any:
+        """One JSON value with its secrets replaced (by field name and by pattern), as in a trace's JSON slots."""
+        return self._json(value, Counter())
+
+    def redact_term_text(self, term: str) -> str:
+        """An RDF term written as N-Triples text (as validation reports show values): the lexical form of an
+        ``rdf:JSON`` literal redacted as JSON, any other text by pattern."""
+        import json
+
+        if term.startswith('"') and term.endswith(_RDF_JSON_SUFFIX):
+            from rdflib.util import from_n3
+
+            try:
+                value = json.loads(str(from_n3(term)))
+            except (ValueError, TypeError):
+                return self.redact_text(term)
+            redacted = self.redact_json(value)
+            if redacted is value:
+                return self.redact_text(term)
+            import rdflib
+
+            text = json.dumps(redacted, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return rdflib.Literal(text, datatype=rdflib.RDF.JSON).n3()
+        return self.redact_text(term)
 
     # --- walking the model: a new object only where something changed ----------------------------------------
 

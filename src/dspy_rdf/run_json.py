@@ -12,7 +12,7 @@ from typing import Any
 
 from dspy_rdf import dspy33
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import _bool, _check_keys, _int, _json_obj, _list, _obj, _str
+from dspy_rdf.fields import check_keys, expect_object, get_bool, get_int, get_json_object, get_list, get_str
 from dspy_rdf.errors import TraceInputError
 
 __all__ = ["run_from_json", "run_to_json"]
@@ -86,19 +86,19 @@ def _call_to_json(call: m.Call) -> dict[str, Any]:
 
 def run_from_json(value: Any, path: str = "") -> m.Trace:
     """Read a program-run JSON envelope back as a trace; references are checked against the calls."""
-    d = _obj(value, path or "run")
-    _check_keys(d, _RUN_KEYS, path or "run", "a program run")
-    source_format = _str(d, "source_format", "run", default="dspy_callback")
+    d = expect_object(value, path or "run")
+    check_keys(d, _RUN_KEYS, path or "run", "a program run")
+    source_format = get_str(d, "source_format", "run", default="dspy_callback")
     if source_format not in m.SOURCE_FORMATS:
         raise TraceInputError(f"unknown source format {source_format!r}", field="source_format")
-    raw_calls = _list(d, "calls", "run")
+    raw_calls = get_list(d, "calls", "run")
     calls = [_call_from_json(c, f"calls[{i}]", len(raw_calls)) for i, c in enumerate(raw_calls)]
     return m.Trace(
         source_kind="program_run",
         source_format=source_format,
-        dspy_version=_str(d, "dspy_version", "run"),
-        started_at=_str(d, "started_at", "run"),
-        ended_at=_str(d, "ended_at", "run"),
+        dspy_version=get_str(d, "dspy_version", "run"),
+        started_at=get_str(d, "started_at", "run"),
+        ended_at=get_str(d, "ended_at", "run"),
         calls=calls,
         redactions=redactions_from_json(d.get("redactions"), "redactions"),
     )
@@ -108,7 +108,7 @@ def redactions_from_json(value: Any, path: str) -> dict[str, int]:
     """The ``redactions`` record of a trace envelope: kinds of secret to counts."""
     if value is None:
         return {}
-    d = _obj(value, path)
+    d = expect_object(value, path)
     for kind, count in d.items():
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise TraceInputError(f"expected a positive count of redacted {kind!r} secrets", field=f"{path}.{kind}")
@@ -116,71 +116,71 @@ def redactions_from_json(value: Any, path: str) -> dict[str, int]:
 
 
 def _index(d: dict[str, Any], key: str, path: str, count: int) -> int | None:
-    value = _int(d, key, path)
+    value = get_int(d, key, path)
     if value is not None and not 0 <= value < count:
         raise TraceInputError(f"refers to call {value}, but the run has calls 0..{count - 1}", field=f"{path}.{key}")
     return value
 
 
 def _call_from_json(value: Any, path: str, count: int) -> m.Call:
-    d = _obj(value, path)
+    d = expect_object(value, path)
     kind = d.get("call")
     if kind not in _KEYS:
         raise TraceInputError(f"unknown call type {kind!r}; expected module, lm or tool", field=f"{path}.call")
-    _check_keys(d, _KEYS[kind], path, f"a {kind} call")
+    check_keys(d, _KEYS[kind], path, f"a {kind} call")
     common: dict[str, Any] = {
-        "started_at": _str(d, "started_at", path, required=True),
-        "ended_at": _str(d, "ended_at", path),
-        "dspy_call_id": _str(d, "dspy_call_id", path),
+        "started_at": get_str(d, "started_at", path, required=True),
+        "ended_at": get_str(d, "ended_at", path),
+        "dspy_call_id": get_str(d, "dspy_call_id", path),
         "parent_call": _index(d, "parent_call", path, count),
-        "error": _str(d, "error", path),
+        "error": get_str(d, "error", path),
     }
     if kind == "module":
         return m.ModuleCall(
-            module_class=_str(d, "module_class", path, required=True),
+            module_class=get_str(d, "module_class", path, required=True),
             input_summary=d.get("input_summary"),
             output_summary=d.get("output_summary"),
-            tool_calls=[dspy33.part_from_json(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(_list(d, "tool_calls", path))],
+            tool_calls=[dspy33.part_from_json(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(get_list(d, "tool_calls", path))],
             **common,
         )
     if kind == "lm":
         entry = d.get("entry")
         return m.LMCall(
-            model=_str(d, "model", path), entry=None if entry is None else dspy33.entry_from_json(entry, f"{path}.entry"), **common
+            model=get_str(d, "model", path), entry=None if entry is None else dspy33.entry_from_json(entry, f"{path}.entry"), **common
         )
-    tc = _obj(d.get("tool_call"), f"{path}.tool_call")
-    _check_keys(tc, frozenset({"name", "call_id", "args"}), f"{path}.tool_call", "a tool call")
+    tc = expect_object(d.get("tool_call"), f"{path}.tool_call")
+    check_keys(tc, frozenset({"name", "call_id", "args"}), f"{path}.tool_call", "a tool call")
     execution = m.ToolExecution(
         tool_call=m.ToolCall(
-            name=_str(tc, "name", f"{path}.tool_call", required=True),
-            call_id=_str(tc, "call_id", f"{path}.tool_call"),
-            args=_json_obj(tc, "args", f"{path}.tool_call"),
+            name=get_str(tc, "name", f"{path}.tool_call", required=True),
+            call_id=get_str(tc, "call_id", f"{path}.tool_call"),
+            args=get_json_object(tc, "args", f"{path}.tool_call"),
         ),
         decided_by=_index(d, "decided_by", path, count),
-        pairing=_str(d, "pairing", path),
+        pairing=get_str(d, "pairing", path),
         **common,
     )
     if execution.pairing not in (None, *_PAIRINGS):
         raise TraceInputError(f"unknown pairing {execution.pairing!r}; expected one of {', '.join(_PAIRINGS)}", field=f"{path}.pairing")
     if (r := d.get("tool_result")) is not None:
         rp = f"{path}.tool_result"
-        r = _obj(r, rp)
-        _check_keys(r, frozenset({"name", "call_id", "result", "is_error", "error", "provider_data", "metadata"}), rp, "a tool result")
+        r = expect_object(r, rp)
+        check_keys(r, frozenset({"name", "call_id", "result", "is_error", "error", "provider_data", "metadata"}), rp, "a tool result")
         execution.tool_result = m.ToolResult(
-            name=_str(r, "name", rp),
-            call_id=_str(r, "call_id", rp),
+            name=get_str(r, "name", rp),
+            call_id=get_str(r, "call_id", rp),
             result=r.get("result"),
-            is_error=_bool(r, "is_error", rp),
-            error=_str(r, "error", rp),
-            provider_data=_json_obj(r, "provider_data", rp),
-            metadata=_json_obj(r, "metadata", rp),
+            is_error=get_bool(r, "is_error", rp),
+            error=get_str(r, "error", rp),
+            provider_data=get_json_object(r, "provider_data", rp),
+            metadata=get_json_object(r, "metadata", rp),
         )
     if (a := d.get("answers")) is not None:
         ap = f"{path}.answers"
-        a = _obj(a, ap)
-        _check_keys(a, frozenset({"call", "output", "part"}), ap, "a part reference")
-        call, part = _int(a, "call", ap), _int(a, "part", ap)
+        a = expect_object(a, ap)
+        check_keys(a, frozenset({"call", "output", "part"}), ap, "a part reference")
+        call, part = get_int(a, "call", ap), get_int(a, "part", ap)
         if call is None or part is None:
             raise TraceInputError("a part reference needs call and part", field=ap)
-        execution.answers = m.PartRef(call=_index(a, "call", ap, count), output=_int(a, "output", ap), part=part)
+        execution.answers = m.PartRef(call=_index(a, "call", ap, count), output=get_int(a, "output", ap), part=part)
     return execution

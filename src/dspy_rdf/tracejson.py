@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspy_rdf import dspy33
+from dspy_rdf import dspy33, fields
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.run_json import redactions_from_json
@@ -87,7 +87,7 @@ def detect_source(value: Any) -> tuple[m.SourceFormat, m.SourceKind]:
         keys = ", ".join(sorted(map(str, value))[:10]) or "none"
         what = f"a JSON object with keys {keys}"
     else:
-        what = dspy33._kind(value)
+        what = fields.kind_of(value)
     raise TraceInputError(
         f"cannot tell what DSPy object this is ({what}); expected a DSPy 3.3 LMHistoryEntry, LMRequest, LMResponse, "
         "LMMessage or LMPart, a DSPy 3.4 lm15 Request, Response, Message or part, an lm.history entry dict (or a list "
@@ -155,7 +155,7 @@ _FORMAT_NAMES = {
 def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
     trace = m.Trace(source_kind=kind, source_format=fmt)
     if isinstance(value, dict) and ENVELOPE_KEY in value and _CONTENT in value:
-        dspy33._check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", _CONTENT}), "", "a dspy-rdf trace envelope")
+        fields.check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", _CONTENT}), "", "a dspy-rdf trace envelope")
         if kind == "trajectory":
             trace.messages = trajectory.messages_from_trajectory(value[_CONTENT])
         else:
@@ -191,7 +191,7 @@ def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
 
         if kind == "lm_history":
             if not isinstance(value, list):
-                raise TraceInputError(f"expected a list of history entries, got {dspy33._kind(value)}")
+                raise TraceInputError(f"expected a list of history entries, got {fields.kind_of(value)}")
             trace.entries = [entry_from_history_dict(e, f"[{i}]", **fill) for i, e in enumerate(value)]
         else:
             trace.entries = [entry_from_history_dict(value, **fill)]
@@ -248,16 +248,16 @@ def trace_to_json(trace: m.Trace) -> Any:
 # --- live DSPy objects -------------------------------------------------------------------------------------
 
 
-def _to_jsonable(value: Any) -> Any:
+def to_jsonable(value: Any) -> Any:
     """A JSON value for a live object: pydantic models dump themselves, containers recurse, the rest is text."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, dict):
-        return {str(k): _to_jsonable(v) for k, v in value.items()}
+        return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_to_jsonable(v) for v in value]
+        return [to_jsonable(v) for v in value]
     if hasattr(value, "model_dump"):
-        return _to_jsonable(value.model_dump(mode="json"))
+        return to_jsonable(value.model_dump(mode="json"))
     return str(value)
 
 
@@ -302,7 +302,7 @@ def _entry_jsonable(obj: Any) -> Any:
     if hasattr(obj, "model_dump") and type(obj).__name__ == "LMHistoryEntry":
         # A typed entry also reads as a Mapping of its derived legacy fields; its own dump is the lossless form.
         return obj.model_dump(mode="json")
-    return _to_jsonable(obj)
+    return to_jsonable(obj)
 
 
 def trace_to_dspy(trace: m.Trace) -> Any:

@@ -59,7 +59,7 @@ import uuid as uuid_lib
 from typing import Any
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import _fail, _float, _kind, _obj, _str, check_datetime
+from dspy_rdf.fields import check_datetime, expect_object, fail, get_float, get_str, kind_of
 from dspy_rdf.sources.openai_chat import (
     citation_from_provider,
     config_from_kwargs,
@@ -117,22 +117,22 @@ def output_from_legacy(value: Any, path: str) -> m.LMOutput:
     if value is None:
         return m.LMOutput()
     if not isinstance(value, dict):
-        raise _fail(path, f"expected a string, an object or null, got {_kind(value)}")
+        raise fail(path, f"expected a string, an object or null, got {kind_of(value)}")
     parts: list[m.LMPart] = []
     text = value.get("text")
     if text:
         if not isinstance(text, str):
-            raise _fail(f"{path}.text", f"expected a string, got {_kind(text)}")
+            raise fail(f"{path}.text", f"expected a string, got {kind_of(text)}")
         parts.append(m.LMTextPart(text=text))
     reasoning = value.get("reasoning_content")
     if reasoning:
         if not isinstance(reasoning, str):
-            raise _fail(f"{path}.reasoning_content", f"expected a string, got {_kind(reasoning)}")
+            raise fail(f"{path}.reasoning_content", f"expected a string, got {kind_of(reasoning)}")
         parts.append(m.LMThinkingPart(text=reasoning))
     for key, read in (("tool_calls", tool_call_from_provider), ("citations", citation_from_provider)):
         items = value.get(key) or []
         if not isinstance(items, list):
-            raise _fail(f"{path}.{key}", f"expected a list, got {_kind(items)}")
+            raise fail(f"{path}.{key}", f"expected a list, got {kind_of(items)}")
         parts.extend(read(item, f"{path}.{key}[{i}]") for i, item in enumerate(items))
     read_keys = ("text", "reasoning_content", "tool_calls", "citations", "logprobs")
     extras = {k: v for k, v in value.items() if k not in read_keys and v is not None}
@@ -160,7 +160,7 @@ def _request_from_call(d: dict[str, Any], path: str, prefix: str, model: str, ex
     kwargs = d.get("kwargs")
     if kwargs is None:
         kwargs = {}
-    kwargs = dict(_obj(kwargs, f"{prefix}kwargs"))
+    kwargs = dict(expect_object(kwargs, f"{prefix}kwargs"))
     tools = tools_from_openai(kwargs.pop("tools", None), f"{prefix}kwargs.tools")
     config = config_from_kwargs(kwargs, f"{prefix}kwargs")
     prompt, messages = d.get("prompt"), d.get("messages")
@@ -170,7 +170,7 @@ def _request_from_call(d: dict[str, Any], path: str, prefix: str, model: str, ex
             extra["legacy_prompt"] = prompt
     else:
         # DSPy: a prompt (or nothing at all) is one user message with one text part
-        text = _str(d, "prompt", path) or ""
+        text = get_str(d, "prompt", path) or ""
         parsed = [m.LMMessage(role="user", parts=[m.LMTextPart(text=text)])]
     return m.LMRequest(model=model, messages=parsed, tools=tools, config=config)
 
@@ -182,7 +182,7 @@ def _request_from_lm15(d: dict[str, Any], prefix: str, extra: dict[str, Any]) ->
     kwargs = d.get("kwargs")
     if kwargs is None:
         kwargs = {}
-    kwargs = _obj(kwargs, f"{prefix}kwargs")
+    kwargs = expect_object(kwargs, f"{prefix}kwargs")
     # DSPy 3.4 accepts only cache and rollout_id next to an explicit Request: its memoization controls,
     # which DSPy 3.3 records as config.cache.
     if kwargs.keys() <= {"cache", "rollout_id"}:
@@ -202,7 +202,7 @@ def _usage(value: Any, path: str, extra: dict[str, Any]) -> m.LMUsage | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         extra["legacy_usage"] = value  # DummyLM's placeholder: not a usage record
         return None
-    raise _fail(path, f"expected a usage object, got {_kind(value)}")
+    raise fail(path, f"expected a usage object, got {kind_of(value)}")
 
 
 def entry_from_history_dict(
@@ -216,14 +216,14 @@ def entry_from_history_dict(
     """
     p = path or "entry"
     prefix = f"{path}." if path else ""
-    d = _obj(value, p)
+    d = expect_object(value, p)
     if _is_dspy33_typed_entry(d):
-        raise _fail(p, "this is a DSPy 3.3 typed LMHistoryEntry (request + response with outputs); read it as DSPy 3.3 JSON")
+        raise fail(p, "this is a DSPy 3.3 typed LMHistoryEntry (request + response with outputs); read it as DSPy 3.3 JSON")
     if "outputs" not in d:
-        raise _fail(f"{prefix}outputs", "is required: a history entry records what the LM returned")
+        raise fail(f"{prefix}outputs", "is required: a history entry records what the LM returned")
     clash = sorted(k for k in _RENAMED if k in d)
     if clash:
-        raise _fail(p, f"field(s) {', '.join(clash)} would be overwritten by the legacy fields kept under those names")
+        raise fail(p, f"field(s) {', '.join(clash)} would be overwritten by the legacy fields kept under those names")
     extra: dict[str, Any] = {k: v for k, v in d.items() if k not in _READ_KEYS}
     filled: dict[str, str] = {}
 
@@ -232,36 +232,36 @@ def entry_from_history_dict(
     else:
         if d.get("request") is not None:
             extra["lm15_request"] = d["request"]
-        model_name = _str(d, "model", p)
+        model_name = get_str(d, "model", p)
         if model_name is None:
             if model is None:
-                raise _fail(f"{prefix}model", "the entry does not say which model was called (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-model (model= in Python)")
+                raise fail(f"{prefix}model", "the entry does not say which model was called (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-model (model= in Python)")
             model_name, filled["model"] = model, "given"
         request = _request_from_call(d, p, prefix, model_name, extra)
 
     raw_outputs = d["outputs"]
     if not isinstance(raw_outputs, list):
-        raise _fail(f"{prefix}outputs", f"expected a list, got {_kind(raw_outputs)}")
+        raise fail(f"{prefix}outputs", f"expected a list, got {kind_of(raw_outputs)}")
     outputs = [output_from_legacy(o, f"{prefix}outputs[{i}]") for i, o in enumerate(raw_outputs)]
     if not outputs:
         outputs = [m.LMOutput(metadata={"empty_legacy_outputs": True})]  # DSPy's marker for "returned nothing"
     response = m.LMResponse(
         outputs=outputs,
-        model=_str(d, "response_model", p) or request.model,
+        model=get_str(d, "response_model", p) or request.model,
         usage=_usage(d.get("usage"), f"{prefix}usage", extra),
-        cost=_float(d, "cost", p),
+        cost=get_float(d, "cost", p),
     )
     if "response" in d:
         extra["provider_response"] = d["response"]
 
-    entry_timestamp = _str(d, "timestamp", p)
+    entry_timestamp = get_str(d, "timestamp", p)
     if entry_timestamp is None:
         if timestamp is None:
-            raise _fail(f"{prefix}timestamp", "the entry does not say when it was recorded (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-timestamp (timestamp= in Python)")
+            raise fail(f"{prefix}timestamp", "the entry does not say when it was recorded (DSPy 2.5.0-2.5.3 and DummyLM before 3.2 omit it); give one with --fill-timestamp (timestamp= in Python)")
         entry_timestamp, filled["timestamp"] = check_datetime(timestamp, "--fill-timestamp"), "given"
     else:
         entry_timestamp = check_datetime(entry_timestamp, f"{prefix}timestamp")
-    entry_uuid = _str(d, "uuid", p)
+    entry_uuid = get_str(d, "uuid", p)
     if entry_uuid is None:
         entry_uuid, filled["uuid"] = _derived_uuid(d), "derived"
     if filled:
@@ -271,7 +271,7 @@ def entry_from_history_dict(
         response=response,
         timestamp=entry_timestamp,
         uuid=entry_uuid,
-        model_type=_str(d, "model_type", p),
+        model_type=get_str(d, "model_type", p),
         extra_fields=extra,
     )
 

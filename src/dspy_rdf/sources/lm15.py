@@ -81,7 +81,7 @@ import json
 from typing import Any
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import _bool, _check_keys, _fail, _float, _int, _json_obj, _kind, _list, _obj, _str
+from dspy_rdf.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
 
 __all__ = [
@@ -165,25 +165,25 @@ _RESPONSE_KEYS = frozenset(
 
 def _text(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
     """A string that lm15 requires to be non-empty when present."""
-    value = _str(d, key, path, required=required)
+    value = get_str(d, key, path, required=required)
     if value == "":
-        raise _fail(f"{path}.{key}", "must not be empty")
+        raise fail(f"{path}.{key}", "must not be empty")
     return value
 
 
 def _choice(
     d: dict[str, Any], key: str, path: str, allowed: tuple[str, ...], *, default: str | None = None
 ) -> str | None:
-    value = _str(d, key, path, default=default)
+    value = get_str(d, key, path, default=default)
     if value is not None and value not in allowed:
-        raise _fail(f"{path}.{key}", f"expected one of {', '.join(allowed)}, got {value!r}")
+        raise fail(f"{path}.{key}", f"expected one of {', '.join(allowed)}, got {value!r}")
     return value
 
 
 def _count(d: dict[str, Any], key: str, path: str, *, minimum: int = 0) -> int | None:
-    value = _int(d, key, path)
+    value = get_int(d, key, path)
     if value is not None and value < minimum:
-        raise _fail(f"{path}.{key}", f"must be at least {minimum}, got {value}")
+        raise fail(f"{path}.{key}", f"must be at least {minimum}, got {value}")
     return value
 
 
@@ -191,10 +191,10 @@ def _strings(value: Any, path: str) -> list[str]:
     """A list of non-empty strings; a bare string is one element, as lm15's reader takes it (INV-020)."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
-        raise _fail(path, f"expected a list of strings, got {_kind(value)}")
+        raise fail(path, f"expected a list of strings, got {kind_of(value)}")
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item:
-            raise _fail(f"{path}[{i}]", f"expected a non-empty string, got {_kind(item)}")
+            raise fail(f"{path}[{i}]", f"expected a non-empty string, got {kind_of(item)}")
     return list(items)
 
 
@@ -206,15 +206,15 @@ def _with_lm15(metadata: dict[str, Any], extras: dict[str, Any]) -> dict[str, An
 def _continuation(d: dict[str, Any], path: str) -> list[dict[str, Any]]:
     """lm15's continuation states, normalized to what lm15 itself writes back."""
     states = []
-    for i, raw in enumerate(_list(d, "continuation", path)):
+    for i, raw in enumerate(get_list(d, "continuation", path)):
         p = f"{path}.continuation[{i}]"
-        state = _obj(raw, p)
-        _check_keys(state, frozenset({"provider", "kind", "data"}), p, "an lm15 continuation state")
+        state = expect_object(raw, p)
+        check_keys(state, frozenset({"provider", "kind", "data"}), p, "an lm15 continuation state")
         states.append(
             {
                 "provider": _text(state, "provider", p, required=True),
                 "kind": _text(state, "kind", p, required=True),
-                "data": _json_obj(state, "data", p),
+                "data": get_json_object(state, "data", p),
             }
         )
     return states
@@ -225,34 +225,34 @@ def _continuation(d: dict[str, Any], path: str) -> list[dict[str, Any]]:
 
 def part_from_lm15(value: Any, path: str = "part") -> m.LMPart:
     """Turn one lm15 part dict (``part_to_dict``) into a model part; unknown kinds are rejected by name."""
-    d = _obj(value, path)
+    d = expect_object(value, path)
     kind = d.get("type")
     keys = _PART_KEYS.get(kind) if isinstance(kind, str) else None
     if keys is None:
-        raise _fail(f"{path}.type", f"unknown lm15 part type {kind!r}; expected one of {', '.join(LM15_PART_TYPES)}")
-    _check_keys(d, keys, path, f"an lm15 {kind} part")
+        raise fail(f"{path}.type", f"unknown lm15 part type {kind!r}; expected one of {', '.join(LM15_PART_TYPES)}")
+    check_keys(d, keys, path, f"an lm15 {kind} part")
     continuation = _continuation(d, path)
     extras: dict[str, Any] = {"continuation": continuation} if continuation else {}
     metadata = _with_lm15({}, extras)
     if kind == "text":
-        return m.LMTextPart(text=_str(d, "text", path, required=True), metadata=metadata)
+        return m.LMTextPart(text=get_str(d, "text", path, required=True), metadata=metadata)
     if kind == "refusal":
         return m.LMRefusalPart(text=_text(d, "text", path, required=True), metadata=metadata)
     if kind == "thinking":
-        text = _str(d, "text", path, required=True)
+        text = get_str(d, "text", path, required=True)
         return m.LMThinkingPart(text=text, redacted=text == "" and bool(continuation), metadata=metadata)
     if kind == "citation":
         part = m.LMCitationPart(
             text=_text(d, "text", path), title=_text(d, "title", path), url=_text(d, "url", path), metadata=metadata
         )
         if part.text is None and part.title is None and part.url is None:
-            raise _fail(path, "an lm15 citation part needs at least one of text, title or url")
+            raise fail(path, "an lm15 citation part needs at least one of text, title or url")
         return part
     if kind == "tool_call":
         return m.LMToolCallPart(
             call_id=_text(d, "id", path, required=True),
             name=_text(d, "name", path, required=True),
-            args=_json_obj(d, "input", path),
+            args=get_json_object(d, "input", path),
             metadata=metadata,
         )
     if kind == "tool_result":
@@ -260,7 +260,7 @@ def part_from_lm15(value: Any, path: str = "part") -> m.LMPart:
             call_id=_text(d, "id", path, required=True),
             name=_text(d, "name", path),
             content=_tool_result_content(d, path),
-            is_error=_bool(d, "is_error", path, default=False),
+            is_error=get_bool(d, "is_error", path, default=False),
             metadata=metadata,
         )
     if kind == "data":
@@ -273,7 +273,7 @@ def _media_part(kind: str, d: dict[str, Any], path: str, metadata: dict[str, Any
     sources = {key: _text(d, key, path) for key in _SOURCES}
     given = [key for key, source in sources.items() if source is not None]
     if len(given) != 1:
-        raise _fail(path, f"an lm15 {kind} part needs exactly one of data, url, file_id or path, got {len(given)}")
+        raise fail(path, f"an lm15 {kind} part needs exactly one of data, url, file_id or path, got {len(given)}")
     fields.update(sources)
     if kind == "image":
         fields["detail"] = _choice(d, "detail", path, ("low", "high", "auto"))
@@ -285,32 +285,32 @@ def _tool_result_content(d: dict[str, Any], path: str) -> list[m.LMPart]:
     if isinstance(raw, str) and raw:
         return [m.LMTextPart(text=raw)]  # lm15's reader takes a non-empty string as one text part
     content = []
-    for i, item in enumerate(_list(d, "content", path, required=True)):
+    for i, item in enumerate(get_list(d, "content", path, required=True)):
         p = f"{path}.content[{i}]"
         kind = item.get("type") if isinstance(item, dict) else None
         if kind in _TOOL_RESULT_FORBIDDEN:
-            raise _fail(f"{p}.type", f"an lm15 tool result cannot contain a {kind} part")
+            raise fail(f"{p}.type", f"an lm15 tool result cannot contain a {kind} part")
         if kind == "data" and item.get("probabilities") is not None:
-            raise _fail(f"{p}.probabilities", "input data parts carry a value only (lm15 INV-052)")
+            raise fail(f"{p}.probabilities", "input data parts carry a value only (lm15 INV-052)")
         content.append(part_from_lm15(item, p))
     if not content:
-        raise _fail(f"{path}.content", "an lm15 tool result needs at least one part")
+        raise fail(f"{path}.content", "an lm15 tool result needs at least one part")
     return content
 
 
 def _data_part(d: dict[str, Any], path: str, extras: dict[str, Any]) -> m.LMTextPart:
     if "value" not in d:
-        raise _fail(f"{path}.value", "is required (null is a value; absence is not)")
+        raise fail(f"{path}.value", "is required (null is a value; absence is not)")
     try:
         text = json.dumps(d["value"], ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise _fail(f"{path}.value", f"is not a JSON value: {exc}") from None
+        raise fail(f"{path}.value", f"is not a JSON value: {exc}") from None
     probabilities = d.get("probabilities")
     method = _choice(d, "method", path, _JUDGMENT_METHODS)
     if probabilities is not None:
         _check_probabilities(probabilities, f"{path}.probabilities")
     if (method is None) != (probabilities is None):
-        raise _fail(path, "an lm15 data part has method exactly when it has probabilities")
+        raise fail(path, "an lm15 data part has method exactly when it has probabilities")
     lm15: dict[str, Any] = {"type": "data"}
     if probabilities is not None:
         lm15.update(probabilities=probabilities, method=method)
@@ -319,13 +319,13 @@ def _data_part(d: dict[str, Any], path: str, extras: dict[str, Any]) -> m.LMText
 
 def _check_probabilities(value: Any, path: str) -> None:
     if not isinstance(value, dict) or not value:
-        raise _fail(path, "expected a non-empty object of field -> {key: probability}")
+        raise fail(path, "expected a non-empty object of field -> {key: probability}")
     for name, dist in value.items():
         if not isinstance(dist, dict) or not dist:
-            raise _fail(f"{path}.{name}", "expected a non-empty object of key -> probability")
+            raise fail(f"{path}.{name}", "expected a non-empty object of key -> probability")
         for key, prob in dist.items():
             if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not (0.0 <= prob <= 1.0):
-                raise _fail(f"{path}.{name}.{key}", f"expected a probability in [0, 1], got {prob!r}")
+                raise fail(f"{path}.{name}.{key}", f"expected a probability in [0, 1], got {prob!r}")
 
 
 # --- messages --------------------------------------------------------------------------------------------
@@ -337,27 +337,27 @@ def _check_part_allowed(role: str, raw: Any, path: str) -> None:
         return  # the part reader says what is wrong with it
     kind = raw.get("type")
     if role == "tool" and kind != "tool_result":
-        raise _fail(f"{path}.type", f"an lm15 tool message carries only tool_result parts, got {kind!r}")
+        raise fail(f"{path}.type", f"an lm15 tool message carries only tool_result parts, got {kind!r}")
     if role == "assistant" and kind == "tool_result":
-        raise _fail(f"{path}.type", "an lm15 assistant message cannot carry a tool_result part")
+        raise fail(f"{path}.type", "an lm15 assistant message cannot carry a tool_result part")
     if role in ("user", "developer", "system"):
         if kind in _PROTOCOL_PARTS:
-            raise _fail(f"{path}.type", f"an lm15 {role} prompt cannot carry a {kind} part")
+            raise fail(f"{path}.type", f"an lm15 {role} prompt cannot carry a {kind} part")
         if kind == "data" and raw.get("probabilities") is not None:
-            raise _fail(f"{path}.probabilities", "input data parts carry a value only (lm15 INV-052)")
+            raise fail(f"{path}.probabilities", "input data parts carry a value only (lm15 INV-052)")
 
 
 def message_from_lm15(value: Any, path: str = "message") -> m.LMMessage:
     """Turn one lm15 message dict (``message_to_dict``) into a model message."""
-    d = _obj(value, path)
-    _check_keys(d, frozenset({"role", "parts", "continuation"}), path, "an lm15 message")
-    role = _str(d, "role", path, required=True)
+    d = expect_object(value, path)
+    check_keys(d, frozenset({"role", "parts", "continuation"}), path, "an lm15 message")
+    role = get_str(d, "role", path, required=True)
     if role not in _ROLES:
         hint = "; a system prompt is Request.system in lm15" if role == "system" else ""
-        raise _fail(f"{path}.role", f"unknown lm15 role {role!r}; expected one of {', '.join(_ROLES)}{hint}")
-    raw_parts = _list(d, "parts", path, required=True)
+        raise fail(f"{path}.role", f"unknown lm15 role {role!r}; expected one of {', '.join(_ROLES)}{hint}")
+    raw_parts = get_list(d, "parts", path, required=True)
     if not raw_parts:
-        raise _fail(f"{path}.parts", "an lm15 message needs at least one part")
+        raise fail(f"{path}.parts", "an lm15 message needs at least one part")
     for i, raw in enumerate(raw_parts):
         _check_part_allowed(role, raw, f"{path}.parts[{i}]")
     continuation = _continuation(d, path)
@@ -371,10 +371,10 @@ def message_from_lm15(value: Any, path: str = "message") -> m.LMMessage:
 def _system_message(value: Any, path: str) -> m.LMMessage:
     if isinstance(value, str):
         if not value:
-            raise _fail(path, "must not be empty")
+            raise fail(path, "must not be empty")
         return m.LMMessage(role="system", parts=[m.LMTextPart(text=value)], metadata={LM15_KEY: {"system": "string"}})
     if not isinstance(value, list) or not value:
-        raise _fail(path, f"expected a string or a non-empty list of parts, got {_kind(value)}")
+        raise fail(path, f"expected a string or a non-empty list of parts, got {kind_of(value)}")
     for i, raw in enumerate(value):
         _check_part_allowed("system", raw, f"{path}[{i}]")
     parts = [part_from_lm15(p, f"{path}[{i}]") for i, p in enumerate(value)]
@@ -389,78 +389,78 @@ def _tools(d: dict[str, Any], path: str) -> tuple[list[m.LMToolSpec], list[dict[
     specs: list[m.LMToolSpec] = []
     builtins: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for i, raw in enumerate(_list(d, "tools", path)):
+    for i, raw in enumerate(get_list(d, "tools", path)):
         p = f"{path}.tools[{i}]"
-        tool = _obj(raw, p)
+        tool = expect_object(raw, p)
         tool_type = _choice(tool, "type", p, ("function", "builtin"), default="function")
         name = _text(tool, "name", p, required=True)
         if name in seen:
-            raise _fail(f"{p}.name", f"duplicate tool name {name!r}")
+            raise fail(f"{p}.name", f"duplicate tool name {name!r}")
         seen.add(name)
         if tool_type == "builtin":
-            _check_keys(tool, frozenset({"type", "name", "config"}), p, "an lm15 builtin tool")
-            _json_obj(tool, "config", p)
+            check_keys(tool, frozenset({"type", "name", "config"}), p, "an lm15 builtin tool")
+            get_json_object(tool, "config", p)
             builtins.append({"position": i, **tool})  # lm15's JSON verbatim, and where it stood in the list
             continue
-        _check_keys(tool, frozenset({"type", "name", "description", "parameters"}), p, "an lm15 function tool")
+        check_keys(tool, frozenset({"type", "name", "description", "parameters"}), p, "an lm15 function tool")
         # lm15's FunctionTool default when the JSON has no parameters.
-        parameters = _json_obj(tool, "parameters", p) if "parameters" in tool else {"type": "object", "properties": {}}
-        specs.append(m.LMToolSpec(name=name, description=_str(tool, "description", p), parameters=parameters))
+        parameters = get_json_object(tool, "parameters", p) if "parameters" in tool else {"type": "object", "properties": {}}
+        specs.append(m.LMToolSpec(name=name, description=get_str(tool, "description", p), parameters=parameters))
     return specs, builtins
 
 
 def _sub(d: dict[str, Any], key: str, path: str, keys: frozenset[str]) -> dict[str, Any] | None:
     if d.get(key) is None:
         return None
-    sub = _obj(d[key], f"{path}.{key}")
-    _check_keys(sub, keys, f"{path}.{key}", f"lm15 {key.replace('_', ' ')} settings")
+    sub = expect_object(d[key], f"{path}.{key}")
+    check_keys(sub, keys, f"{path}.{key}", f"lm15 {key.replace('_', ' ')} settings")
     return sub
 
 
 def _number(d: dict[str, Any], key: str, path: str, low: float, high: float) -> float | None:
-    value = _float(d, key, path)
+    value = get_float(d, key, path)
     if value is not None and not (low <= value <= high):
-        raise _fail(f"{path}.{key}", f"must be in [{low:g}, {high:g}], got {value:g}")
+        raise fail(f"{path}.{key}", f"must be in [{low:g}, {high:g}], got {value:g}")
     return value
 
 
 def _response_format(d: dict[str, Any], path: str) -> dict[str, Any] | None:
     """lm15's two shapes (INV-050): ``{"type": "json_object"}`` or ``{"type": "json_schema", "schema", "name"?,
     "strict"?}``; provider-native spellings belong in extensions."""
-    value = _json_obj(d, "response_format", path)
+    value = get_json_object(d, "response_format", path)
     if not value:
         return None
     p = f"{path}.response_format"
     shape = _choice(value, "type", p, ("json_object", "json_schema"))
     if shape is None:
-        raise _fail(f"{p}.type", "is required")
+        raise fail(f"{p}.type", "is required")
     if shape == "json_object":
-        _check_keys(value, frozenset({"type"}), p, "a json_object response format")
+        check_keys(value, frozenset({"type"}), p, "a json_object response format")
         return value
-    _check_keys(value, frozenset({"type", "schema", "name", "strict"}), p, "a json_schema response format")
+    check_keys(value, frozenset({"type", "schema", "name", "strict"}), p, "a json_schema response format")
     if not isinstance(value.get("schema"), dict):
-        raise _fail(f"{p}.schema", f"expected a JSON object, got {_kind(value.get('schema'))}")
+        raise fail(f"{p}.schema", f"expected a JSON object, got {kind_of(value.get('schema'))}")
     _text(value, "name", p)
-    _bool(value, "strict", p)
+    get_bool(value, "strict", p)
     return value
 
 
 def _config(value: Any, path: str) -> m.LMConfig:
     if value is None:
         return m.LMConfig()
-    d = _obj(value, path)
-    _check_keys(d, _CONFIG_KEYS, path, "an lm15 config")
-    extensions = _json_obj(d, "extensions", path)
+    d = expect_object(value, path)
+    check_keys(d, _CONFIG_KEYS, path, "an lm15 config")
+    extensions = get_json_object(d, "extensions", path)
     if LM15_KEY in extensions:
-        raise _fail(f"{path}.extensions.{LM15_KEY}", "is reserved for the lm15 config fields DSPy 3.3 has no slot for")
+        raise fail(f"{path}.extensions.{LM15_KEY}", "is reserved for the lm15 config fields DSPy 3.3 has no slot for")
     extras: dict[str, Any] = {
         "top_k": _count(d, "top_k", path, minimum=1),
-        "seed": _int(d, "seed", path),
+        "seed": get_int(d, "seed", path),
         "frequency_penalty": _number(d, "frequency_penalty", path, -2, 2),
         "presence_penalty": _number(d, "presence_penalty", path, -2, 2),
         "service_tier": _text(d, "service_tier", path),
         "user_id": _text(d, "user_id", path),
-        "store": _bool(d, "store", path),
+        "store": get_bool(d, "store", path),
         "probabilities": _choice(d, "probabilities", path, _PROBABILITY_POLICIES),
     }
     stop = _strings(d["stop"], f"{path}.stop") if d.get("stop") is not None else []
@@ -478,10 +478,10 @@ def _config(value: Any, path: str) -> m.LMConfig:
         config.tool_choice = m.LMToolChoice(
             mode=_choice(t, "mode", p, ("auto", "required", "none"), default="auto"),
             allowed=allowed or None,
-            parallel=_bool(t, "parallel", p),
+            parallel=get_bool(t, "parallel", p),
         )
         if config.tool_choice.mode == "none" and (allowed or config.tool_choice.parallel is not None):
-            raise _fail(p, "an lm15 tool choice of mode none takes no allowed tools and no parallel setting")
+            raise fail(p, "an lm15 tool choice of mode none takes no allowed tools and no parallel setting")
     if (r := _sub(d, "reasoning", path, frozenset({"effort", "thinking_budget", "summary"}))) is not None:
         p = f"{path}.reasoning"
         config.reasoning = m.LMReasoningConfig(
@@ -490,9 +490,9 @@ def _config(value: Any, path: str) -> m.LMConfig:
             summary=_choice(r, "summary", p, _REASONING_SUMMARIES),
         )
         if config.reasoning.effort is None:
-            raise _fail(f"{p}.effort", "is required")
+            raise fail(f"{p}.effort", "is required")
         if config.reasoning.effort == "off" and (config.reasoning.max_tokens or config.reasoning.summary):
-            raise _fail(p, "lm15 reasoning effort off takes no thinking_budget and no summary")
+            raise fail(p, "lm15 reasoning effort off takes no thinking_budget and no summary")
     if (c := _sub(d, "cache", path, _CACHE_KEYS)) is not None:
         p = f"{path}.cache"
         mode = _choice(c, "mode", p, ("auto", "off"), default="auto")
@@ -505,9 +505,9 @@ def _config(value: Any, path: str) -> m.LMConfig:
         }
         extras["cache"] = {k: v for k, v in cache_extras.items() if v is not None} or None
         if mode == "off" and (extras["cache"] or config.prompt_cache.key):
-            raise _fail(p, "lm15 cache mode off takes no retention, key, prefix, prefix_until_index or resource")
+            raise fail(p, "lm15 cache mode off takes no retention, key, prefix, prefix_until_index or resource")
         if "prefix" in (extras["cache"] or {}) and "prefix_until_index" in extras["cache"]:
-            raise _fail(p, "lm15 cache takes prefix or prefix_until_index, not both")
+            raise fail(p, "lm15 cache takes prefix or prefix_until_index, not both")
     extras = {k: v for k, v in extras.items() if v is not None}
     config.extensions = _with_lm15(dict(extensions), extras)
     return config
@@ -515,19 +515,19 @@ def _config(value: Any, path: str) -> m.LMConfig:
 
 def request_from_lm15(value: Any, path: str = "request") -> m.LMRequest:
     """Turn an lm15 request dict (``request_to_dict``) into a model request."""
-    d = _obj(value, path)
-    _check_keys(d, _REQUEST_KEYS, path, "an lm15 request")
+    d = expect_object(value, path)
+    check_keys(d, _REQUEST_KEYS, path, "an lm15 request")
     model = _text(d, "model", path, required=True)
-    raw_messages = _list(d, "messages", path, required=True)
+    raw_messages = get_list(d, "messages", path, required=True)
     if not raw_messages:
-        raise _fail(f"{path}.messages", "an lm15 request needs at least one message")
+        raise fail(f"{path}.messages", "an lm15 request needs at least one message")
     messages = [] if d.get("system") is None else [_system_message(d["system"], f"{path}.system")]
     messages += [message_from_lm15(x, f"{path}.messages[{i}]") for i, x in enumerate(raw_messages)]
     tools, builtins = _tools(d, path)
     config = _config(d.get("config"), f"{path}.config")
     names = {t.name for t in tools} | {b["name"] for b in builtins}
     if config.tool_choice is not None and (missing := sorted(set(config.tool_choice.allowed or ()) - names)):
-        raise _fail(f"{path}.config.tool_choice.allowed", f"names tools the request lacks: {', '.join(missing)}")
+        raise fail(f"{path}.config.tool_choice.allowed", f"names tools the request lacks: {', '.join(missing)}")
     return m.LMRequest(
         model=model,
         messages=messages,
@@ -543,8 +543,8 @@ def request_from_lm15(value: Any, path: str = "request") -> m.LMRequest:
 def _usage(value: Any, path: str) -> m.LMUsage | None:
     if value is None:
         return None
-    d = _obj(value, path)
-    _check_keys(d, frozenset(_USAGE_FIELDS), path, "lm15 usage")
+    d = expect_object(value, path)
+    check_keys(d, frozenset(_USAGE_FIELDS), path, "lm15 usage")
     counts = {key: _count(d, key, path) for key in _USAGE_FIELDS}
     if all(v is None for v in counts.values()):
         return None  # lm15's Usage() means "nothing reported"
@@ -558,27 +558,27 @@ def _logprobs(value: Any, path: str) -> list[dict[str, Any]] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise _fail(path, f"expected a list of token log-probabilities, got {_kind(value)}")
+        raise fail(path, f"expected a list of token log-probabilities, got {kind_of(value)}")
     for i, raw in enumerate(value):
         _token_logprob(raw, f"{path}[{i}]", top=True)
     return value
 
 
 def _token_logprob(value: Any, path: str, *, top: bool) -> None:
-    d = _obj(value, path)
+    d = expect_object(value, path)
     keys = frozenset({"token", "logprob", "bytes", "token_id"} | ({"top"} if top else set()))
-    _check_keys(d, keys, path, "a token log-probability")
-    _str(d, "token", path, required=True)
-    if _float(d, "logprob", path) is None:
-        raise _fail(f"{path}.logprob", "is required")
+    check_keys(d, keys, path, "a token log-probability")
+    get_str(d, "token", path, required=True)
+    if get_float(d, "logprob", path) is None:
+        raise fail(f"{path}.logprob", "is required")
     _count(d, "token_id", path)
     raw_bytes = d.get("bytes")
     if raw_bytes is not None and not (
         isinstance(raw_bytes, list)
         and all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in raw_bytes)
     ):
-        raise _fail(f"{path}.bytes", "expected a list of non-negative integers")
-    for i, alternative in enumerate(_list(d, "top", path) if top else ()):
+        raise fail(f"{path}.bytes", "expected a list of non-negative integers")
+    for i, alternative in enumerate(get_list(d, "top", path) if top else ()):
         _token_logprob(alternative, f"{path}.top[{i}]", top=False)
 
 
@@ -586,31 +586,31 @@ def _adaptations(value: Any, path: str) -> list[dict[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _fail(path, f"expected a list of adaptations, got {_kind(value)}")
+        raise fail(path, f"expected a list of adaptations, got {kind_of(value)}")
     for i, raw in enumerate(value):
         p = f"{path}[{i}]"
-        d = _obj(raw, p)
-        _check_keys(d, frozenset({"field", "action", "reason", "asked", "applied"}), p, "an lm15 adaptation")
+        d = expect_object(raw, p)
+        check_keys(d, frozenset({"field", "action", "reason", "asked", "applied"}), p, "an lm15 adaptation")
         _text(d, "field", p, required=True)
         _text(d, "reason", p, required=True)
         if _choice(d, "action", p, _ADAPTATION_ACTIONS) is None:
-            raise _fail(f"{p}.action", "is required")
+            raise fail(f"{p}.action", "is required")
     return value
 
 
 def response_from_lm15(value: Any, path: str = "response") -> m.LMResponse:
     """Turn an lm15 response dict (``response_to_dict``) into a model response with one output."""
-    d = _obj(value, path)
-    _check_keys(d, _RESPONSE_KEYS, path, "an lm15 response")
+    d = expect_object(value, path)
+    check_keys(d, _RESPONSE_KEYS, path, "an lm15 response")
     if d.get("message") is None:
-        raise _fail(f"{path}.message", "is required")
+        raise fail(f"{path}.message", "is required")
     message = message_from_lm15(d["message"], f"{path}.message")
     if message.role != "assistant":
-        raise _fail(f"{path}.message.role", f"an lm15 response message has role 'assistant', got {message.role!r}")
+        raise fail(f"{path}.message.role", f"an lm15 response message has role 'assistant', got {message.role!r}")
     finish_reason = _choice(d, "finish_reason", path, _FINISH_REASONS)
     if finish_reason is None:
-        raise _fail(f"{path}.finish_reason", "is required")
-    complete = _bool(d, "logprobs_complete", path, default=True)
+        raise fail(f"{path}.finish_reason", "is required")
+    complete = get_bool(d, "logprobs_complete", path, default=True)
     output_extras = dict(message.metadata.get(LM15_KEY, {}))
     if not complete:
         output_extras["logprobs_complete"] = False
@@ -627,7 +627,7 @@ def response_from_lm15(value: Any, path: str = "response") -> m.LMResponse:
         model=_text(d, "model", path, required=True),
         usage=_usage(d.get("usage"), f"{path}.usage"),
         response_id=_text(d, "id", path),
-        provider_data=_json_obj(d, "provider_data", path),
+        provider_data=get_json_object(d, "provider_data", path),
         metadata=_with_lm15({}, {"adaptations": adaptations} if adaptations else {}),
     )
 

@@ -60,20 +60,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import (
-    _bool,
-    _fail,
-    _float,
-    _int,
-    _json_obj,
-    _kind,
-    _logprobs,
-    _obj,
-    _stop,
-    _str,
-    _usage,
-    part_from_json,
-)
+from dspy_rdf.dspy33 import check_logprobs, check_stop, part_from_json, usage_from_json
+from dspy_rdf.fields import expect_object, fail, get_bool, get_float, get_int, get_json_object, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
 
 __all__ = [
@@ -162,15 +150,15 @@ def _guess_media_type(url: str, default: str) -> str:
 
 def _source_str(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise _fail(path, f"expected a string, got {_kind(value)}")
+        raise fail(path, f"expected a string, got {kind_of(value)}")
     if not value:
-        raise _fail(path, "must be non-empty")
+        raise fail(path, "must be non-empty")
     return value
 
 
 def _text_value(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise _fail(path, f"expected a string, got {_kind(value)}")
+        raise fail(path, f"expected a string, got {kind_of(value)}")
     return value
 
 
@@ -194,8 +182,8 @@ def _parse_arguments(raw: Any, *, strict_object: bool) -> tuple[dict[str, Any], 
             return {}, {"raw_arguments": raw, "arguments_parse_error": str(error)}
         if isinstance(parsed, dict):
             return parsed, {}
-        return {}, {"raw_arguments": raw, "arguments_parse_error": f"arguments are JSON {_kind(parsed)}, not an object"}
-    return {}, {"raw_arguments": raw, "arguments_parse_error": f"arguments are {_kind(raw)}, not a JSON object"}
+        return {}, {"raw_arguments": raw, "arguments_parse_error": f"arguments are JSON {kind_of(parsed)}, not an object"}
+    return {}, {"raw_arguments": raw, "arguments_parse_error": f"arguments are {kind_of(raw)}, not a JSON object"}
 
 
 # --- request content --------------------------------------------------------------------------------------
@@ -207,9 +195,9 @@ def _coerce_part(value: Any, path: str) -> m.LMPart:
         return m.LMTextPart(text=value)
     if isinstance(value, dict):
         if "type" not in value:
-            raise _fail(path, "a content block needs a type")
+            raise fail(path, "a content block needs a type")
         return part_from_json(value, path)
-    raise _fail(path, f"expected a string or a content block, got {_kind(value)}")
+    raise fail(path, f"expected a string or a content block, got {kind_of(value)}")
 
 
 def parts_from_openai_content(content: Any, path: str) -> list[m.LMPart]:
@@ -234,15 +222,15 @@ def _content_block(item: Any, path: str) -> m.LMPart:
     if kind == "text":
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, dict):
-            raise _fail(f"{path}.metadata", f"expected a JSON object, got {_kind(metadata)}")
+            raise fail(f"{path}.metadata", f"expected a JSON object, got {kind_of(metadata)}")
         part = m.LMTextPart(text=_text_value(item.get("text", ""), f"{path}.text"), metadata=dict(metadata))
         return _with_block(part, item, bool(item.keys() - {"type", "text", "metadata"}))
     if kind == "image_url":
         image = item.get("image_url", {})
         if not isinstance(image, dict):
-            raise _fail(f"{path}.image_url", f"expected a JSON object, got {_kind(image)}")
+            raise fail(f"{path}.image_url", f"expected a JSON object, got {kind_of(image)}")
         if image.get("url") is None:
-            raise _fail(f"{path}.image_url.url", "is required")
+            raise fail(f"{path}.image_url.url", "is required")
         part = _image_from_source(image["url"], f"{path}.image_url.url")
         return _with_block(part, item, bool(item.keys() - {"type", "image_url"} or image.keys() - {"url"}))
     if kind == "input_audio":
@@ -273,10 +261,10 @@ def _image_from_source(source: Any, path: str) -> m.LMImagePart:
 
 def _audio_part(audio: Any, path: str) -> tuple[m.LMAudioPart, set[str]]:
     if not isinstance(audio, dict):
-        raise _fail(path, f"expected a JSON object, got {_kind(audio)}")
+        raise fail(path, f"expected a JSON object, got {kind_of(audio)}")
     audio_format = audio.get("format") or "wav"
     if not isinstance(audio_format, str):
-        raise _fail(f"{path}.format", f"expected a string, got {_kind(audio_format)}")
+        raise fail(f"{path}.format", f"expected a string, got {kind_of(audio_format)}")
     media_type = audio_format if "/" in audio_format else f"audio/{audio_format}"
     for key in ("data", "url", "file_id", "path"):
         if audio.get(key) is None:
@@ -287,13 +275,13 @@ def _audio_part(audio: Any, path: str) -> tuple[m.LMAudioPart, set[str]]:
             media_type, value = _split_data_uri(value)
             return m.LMAudioPart(data=_source_str(value, f"{path}.data"), media_type=media_type), {"data"}
         return m.LMAudioPart(media_type=media_type, **{key: value}), {key, "format"}
-    raise _fail(path, "an input_audio block needs data, url, file_id or path")
+    raise fail(path, "an input_audio block needs data, url, file_id or path")
 
 
 def _binary_part(file: Any, path: str) -> tuple[m.LMBinaryPart, set[str]]:
     if not isinstance(file, dict):
-        raise _fail(path, f"expected a JSON object, got {_kind(file)}")
-    filename = _str(file, "filename", path)
+        raise fail(path, f"expected a JSON object, got {kind_of(file)}")
+    filename = get_str(file, "filename", path)
     if file.get("file_data") is not None:
         file_data = _source_str(file["file_data"], f"{path}.file_data")
         media_type, data = _split_data_uri(file_data)
@@ -309,15 +297,15 @@ def _binary_part(file: Any, path: str) -> tuple[m.LMBinaryPart, set[str]]:
         return m.LMBinaryPart(data=_source_str(data, f"{path}.data"), media_type=media_type, filename=filename), {"data", "filename"}
     if file.get("file_id") is not None:
         return m.LMBinaryPart(file_id=_source_str(file["file_id"], f"{path}.file_id"), filename=filename), {"file_id", "filename"}
-    raise _fail(path, "a file block needs file_data, data or file_id")
+    raise fail(path, "a file block needs file_data, data or file_id")
 
 
 def _document_part(item: dict[str, Any], path: str) -> tuple[m.LMDocumentPart, set[str]]:
-    common = {"title": _str(item, "title", path), "context": _str(item, "context", path)}
+    common = {"title": get_str(item, "title", path), "context": get_str(item, "context", path)}
     used = {"type", "title", "context"}
     media_type = item.get("media_type") or "application/pdf"
     if not isinstance(media_type, str):
-        raise _fail(f"{path}.media_type", f"expected a string, got {_kind(media_type)}")
+        raise fail(f"{path}.media_type", f"expected a string, got {kind_of(media_type)}")
     for key in ("data", "url", "file_id", "path"):
         if item.get(key) is not None:
             value = _source_str(item[key], f"{path}.{key}")
@@ -325,10 +313,10 @@ def _document_part(item: dict[str, Any], path: str) -> tuple[m.LMDocumentPart, s
     source = item.get("source")
     if isinstance(source, dict):
         if not source:
-            raise _fail(f"{path}.source", "must be non-empty")
+            raise fail(f"{path}.source", "must be non-empty")
         citations = item.get("citations") or {}
         if not isinstance(citations, dict):
-            raise _fail(f"{path}.citations", f"expected a JSON object, got {_kind(citations)}")
+            raise fail(f"{path}.citations", f"expected a JSON object, got {kind_of(citations)}")
         return m.LMDocumentPart(source=source, citations=citations, **common), used | {"source", "citations"}
     if isinstance(source, str):
         source = _source_str(source, f"{path}.source")
@@ -344,16 +332,16 @@ def _document_part(item: dict[str, Any], path: str) -> tuple[m.LMDocumentPart, s
             used.add("media_type")  # a declared media type that the data URI or URL overrode is lost
         return m.LMDocumentPart(**kwargs, **common), used
     if source is not None:
-        raise _fail(f"{path}.source", f"expected a string or a JSON object, got {_kind(source)}")
-    raise _fail(path, "a document block needs a source (or data, url, file_id or path)")
+        raise fail(f"{path}.source", f"expected a string or a JSON object, got {kind_of(source)}")
+    raise fail(path, "a document block needs a source (or data, url, file_id or path)")
 
 
 def _video_part(video: Any, path: str) -> tuple[m.LMVideoPart, set[str]]:
     if not isinstance(video, dict):
-        raise _fail(path, f"expected a JSON object, got {_kind(video)}")
+        raise fail(path, f"expected a JSON object, got {kind_of(video)}")
     media_type = video.get("media_type") or "video/mp4"
     if not isinstance(media_type, str):
-        raise _fail(f"{path}.media_type", f"expected a string, got {_kind(media_type)}")
+        raise fail(f"{path}.media_type", f"expected a string, got {kind_of(media_type)}")
     for key in ("data", "url", "file_id", "path"):
         if video.get(key) is None:
             continue
@@ -363,7 +351,7 @@ def _video_part(video: Any, path: str) -> tuple[m.LMVideoPart, set[str]]:
             used = {"data", "media_type"} if video.get("media_type") in (None, media) else {"data"}
             return m.LMVideoPart(data=_source_str(value, f"{path}.data"), media_type=media), used
         return m.LMVideoPart(media_type=media_type, **{key: value}), {key, "media_type"}
-    raise _fail(path, "a video block needs data, url, file_id or path")
+    raise fail(path, "a video block needs data, url, file_id or path")
 
 
 # --- request tool calls, messages, tools ------------------------------------------------------------------
@@ -372,7 +360,7 @@ def _video_part(video: Any, path: str) -> tuple[m.LMVideoPart, set[str]]:
 def _request_tool_call(value: Any, path: str) -> m.LMToolCallPart:
     """One ``tool_calls`` item of a request message, as DSPy's ``_tool_call_from_openai`` reads it."""
     if not isinstance(value, dict):
-        raise _fail(path, f"expected a tool call object, got {_kind(value)}")
+        raise fail(path, f"expected a tool call object, got {kind_of(value)}")
     function = value.get("function", {})
     provider_data: dict[str, Any] = {}
     if not isinstance(function, dict):
@@ -380,7 +368,7 @@ def _request_tool_call(value: Any, path: str) -> m.LMToolCallPart:
         function = {}
     name = function.get("name") or value.get("name")
     if not isinstance(name, str) or not name:
-        raise _fail(f"{path}.function.name", "a tool call needs a function name")
+        raise fail(f"{path}.function.name", "a tool call needs a function name")
     # The top-level keys DSPy reads; any other (or an unread alternative) is kept in provider_data.
     used = {"function", "call_id" if value.get("call_id") else "id"}
     if not function.get("name"):
@@ -394,7 +382,7 @@ def _request_tool_call(value: Any, path: str) -> m.LMToolCallPart:
     args, diagnostics = _parse_arguments(raw, strict_object=False)
     call_id = value.get("call_id") or value.get("id")
     if call_id is not None and not isinstance(call_id, str):
-        raise _fail(f"{path}.id", f"expected a string, got {_kind(call_id)}")
+        raise fail(f"{path}.id", f"expected a string, got {kind_of(call_id)}")
     provider_data.update(_drop_nulls({k: v for k, v in value.items() if k not in used}))
     function_extras = _drop_nulls({k: v for k, v in function.items() if k not in ("name", "arguments")})
     if function_extras:
@@ -407,7 +395,7 @@ def _request_tool_calls(value: Any, path: str) -> list[m.LMToolCallPart]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _fail(path, f"expected a list of tool calls, got {_kind(value)}")
+        raise fail(path, f"expected a list of tool calls, got {kind_of(value)}")
     return [_request_tool_call(tc, f"{path}[{i}]") for i, tc in enumerate(value)]
 
 
@@ -418,16 +406,16 @@ def message_from_openai(value: Any, path: str) -> m.LMMessage:
     ``content``); other messages get their ``content`` parts then their ``tool_calls``. Keys with no
     ``LMMessage`` field are kept in ``metadata["provider_data"]``.
     """
-    d = _obj(value, path)
-    role = _str(d, "role", path, required=True)
-    metadata = dict(_json_obj(d, "metadata", path))
+    d = expect_object(value, path)
+    role = get_str(d, "role", path, required=True)
+    metadata = dict(get_json_object(d, "metadata", path))
     rest = {k: v for k, v in d.items() if k not in ("role", "metadata")}
     name: str | None = None
     if role == "tool" and "parts" not in d:
-        call_id = _str(d, "tool_call_id", path)
+        call_id = get_str(d, "tool_call_id", path)
         result = m.LMToolResultPart(
             call_id=call_id,
-            name=_str(d, "name", path),
+            name=get_str(d, "name", path),
             content=parts_from_openai_content(rest.pop("content", None), f"{path}.content"),
         )
         rest.pop("tool_call_id", None)
@@ -437,18 +425,18 @@ def message_from_openai(value: Any, path: str) -> m.LMMessage:
         if "parts" in d:
             raw_parts = rest.pop("parts")
             if not isinstance(raw_parts, list):
-                raise _fail(f"{path}.parts", f"expected a list, got {_kind(raw_parts)}")
+                raise fail(f"{path}.parts", f"expected a list, got {kind_of(raw_parts)}")
             parts = [_coerce_part(p, f"{path}.parts[{i}]") for i, p in enumerate(raw_parts)]
         else:
             parts = parts_from_openai_content(rest.pop("content", None), f"{path}.content")
         if "tool_calls" in rest:
             parts.extend(_request_tool_calls(rest.pop("tool_calls"), f"{path}.tool_calls"))
-        name = _str(d, "name", path)
+        name = get_str(d, "name", path)
         rest.pop("name", None)
     extras = _drop_nulls(rest)
     if extras:
         if "provider_data" in metadata:
-            raise _fail(f"{path}.metadata.provider_data", "is reserved for the message's extra OpenAI fields")
+            raise fail(f"{path}.metadata.provider_data", "is reserved for the message's extra OpenAI fields")
         metadata["provider_data"] = extras
     return m.LMMessage(role=role, parts=parts, name=name, metadata=metadata)
 
@@ -456,7 +444,7 @@ def message_from_openai(value: Any, path: str) -> m.LMMessage:
 def messages_from_openai(messages: Any, path: str) -> list[m.LMMessage]:
     """An OpenAI ``messages`` list -> model messages, in order."""
     if not isinstance(messages, list):
-        raise _fail(path, f"expected a list of messages, got {_kind(messages)}")
+        raise fail(path, f"expected a list of messages, got {kind_of(messages)}")
     return [message_from_openai(msg, f"{path}[{i}]") for i, msg in enumerate(messages)]
 
 
@@ -464,34 +452,34 @@ _TOOL_SPEC_FIELDS = frozenset({"type", "name", "description", "parameters", "str
 
 
 def _tool_spec(value: Any, path: str) -> m.LMToolSpec:
-    d = _obj(value, path)
+    d = expect_object(value, path)
     if "function" in d:
         # OpenAI's nested form; DSPy folds every extra (outer or inner) into provider_data.
         tool_type = d.get("type", "function")
         if tool_type != "function":
-            raise _fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
+            raise fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
         p = f"{path}.function"
-        function = _obj(d["function"], p)
+        function = expect_object(d["function"], p)
         provider_data = {k: v for k, v in d.items() if k not in ("type", "function")}
         provider_data.update({k: v for k, v in function.items() if k not in ("name", "description", "parameters", "strict")})
         return m.LMToolSpec(
-            name=_str(function, "name", p, required=True),
-            description=_str(function, "description", p),
-            parameters=_json_obj(function, "parameters", p),
-            strict=_bool(function, "strict", p),
+            name=get_str(function, "name", p, required=True),
+            description=get_str(function, "description", p),
+            parameters=get_json_object(function, "parameters", p),
+            strict=get_bool(function, "strict", p),
             provider_data=provider_data,
         )
     tool_type = d.get("type", "function")
     if tool_type != "function":
-        raise _fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
+        raise fail(f"{path}.type", f"expected 'function', got {tool_type!r}")
     extras = {k: v for k, v in d.items() if k not in _TOOL_SPEC_FIELDS}
     return m.LMToolSpec(
-        name=_str(d, "name", path, required=True),
-        description=_str(d, "description", path),
-        parameters=_json_obj(d, "parameters", path),
-        strict=_bool(d, "strict", path),
-        metadata=_json_obj(d, "metadata", path),
-        provider_data={**_json_obj(d, "provider_data", path), **extras},
+        name=get_str(d, "name", path, required=True),
+        description=get_str(d, "description", path),
+        parameters=get_json_object(d, "parameters", path),
+        strict=get_bool(d, "strict", path),
+        metadata=get_json_object(d, "metadata", path),
+        provider_data={**get_json_object(d, "provider_data", path), **extras},
     )
 
 
@@ -501,7 +489,7 @@ def tools_from_openai(tools: Any, path: str) -> list[m.LMToolSpec]:
     if tools is None:
         return []
     if not isinstance(tools, list):
-        raise _fail(path, f"expected a list of tools, got {_kind(tools)}")
+        raise fail(path, f"expected a list of tools, got {kind_of(tools)}")
     return [_tool_spec(t, f"{path}[{i}]") for i, t in enumerate(tools)]
 
 
@@ -540,13 +528,13 @@ def _config_data(value: Any, path: str, *, str_field: str | None = None, bool_fi
     if bool_field is not None and isinstance(value, bool):
         return {bool_field: value}
     wanted = "an object" + (" or a string" if str_field else "") + (" or true/false" if bool_field else "")
-    raise _fail(path, f"expected {wanted}, got {_kind(value)}")
+    raise fail(path, f"expected {wanted}, got {kind_of(value)}")
 
 
 def _group(data: dict[str, Any], allowed: frozenset[str], path: str, what: str) -> dict[str, Any]:
     extra = data.keys() - allowed
     if extra:
-        raise _fail(path, f"unknown field(s) {', '.join(sorted(map(str, extra)))} in {what}; expected only {', '.join(sorted(allowed))}")
+        raise fail(path, f"unknown field(s) {', '.join(sorted(map(str, extra)))} in {what}; expected only {', '.join(sorted(allowed))}")
     return data
 
 
@@ -557,7 +545,7 @@ def _reasoning(value: Any, effort: Any, path: str) -> m.LMReasoningConfig:
     if effort is not _MISSING:
         data["effort"] = effort  # DSPy applies reasoning_effort even when it is null
     _group(data, frozenset({"effort", "max_tokens", "summary"}), path, "reasoning settings")
-    return m.LMReasoningConfig(effort=_str(data, "effort", path), max_tokens=_int(data, "max_tokens", path), summary=_str(data, "summary", path))
+    return m.LMReasoningConfig(effort=get_str(data, "effort", path), max_tokens=get_int(data, "max_tokens", path), summary=get_str(data, "summary", path))
 
 
 def _tool_choice(value: Any, parallel: Any, path: str) -> m.LMToolChoice:
@@ -571,13 +559,13 @@ def _tool_choice(value: Any, parallel: Any, path: str) -> m.LMToolChoice:
     if parallel is not _MISSING:
         data["parallel"] = parallel
     _group(data, frozenset({"mode", "allowed", "parallel"}), path, "tool choice")
-    mode = _str(data, "mode", path, default="auto")
+    mode = get_str(data, "mode", path, default="auto")
     if mode not in ("auto", "required", "none"):
-        raise _fail(f"{path}.mode", f"expected auto, required or none, got {mode!r}")
+        raise fail(f"{path}.mode", f"expected auto, required or none, got {mode!r}")
     allowed = data.get("allowed")
     if allowed is not None and not (isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)):
-        raise _fail(f"{path}.allowed", "expected a list of tool names")
-    return m.LMToolChoice(mode=mode, allowed=allowed, parallel=_bool(data, "parallel", path))
+        raise fail(f"{path}.allowed", "expected a list of tool names")
+    return m.LMToolChoice(mode=mode, allowed=allowed, parallel=get_bool(data, "parallel", path))
 
 
 def _cache(value: Any, rollout_id: Any, path: str) -> m.LMCacheConfig:
@@ -587,8 +575,8 @@ def _cache(value: Any, rollout_id: Any, path: str) -> m.LMCacheConfig:
     _group(data, frozenset({"enabled", "rollout_id"}), path, "cache settings")
     rollout = data.get("rollout_id")
     if rollout is not None and (isinstance(rollout, bool) or not isinstance(rollout, (int, str))):
-        raise _fail(f"{path}.rollout_id", f"expected an integer or a string, got {_kind(rollout)}")
-    return m.LMCacheConfig(enabled=_bool(data, "enabled", path), rollout_id=rollout)
+        raise fail(f"{path}.rollout_id", f"expected an integer or a string, got {kind_of(rollout)}")
+    return m.LMCacheConfig(enabled=get_bool(data, "enabled", path), rollout_id=rollout)
 
 
 def _prompt_cache(value: Any, key: Any, path: str) -> m.LMPromptCacheConfig:
@@ -598,7 +586,7 @@ def _prompt_cache(value: Any, key: Any, path: str) -> m.LMPromptCacheConfig:
     if key is not _MISSING:
         data["key"] = key
     _group(data, frozenset({"enabled", "key"}), path, "prompt cache settings")
-    return m.LMPromptCacheConfig(enabled=_bool(data, "enabled", path), key=_str(data, "key", path))
+    return m.LMPromptCacheConfig(enabled=get_bool(data, "enabled", path), key=get_str(data, "key", path))
 
 
 def config_from_kwargs(kwargs: dict[str, Any], path: str) -> m.LMConfig:
@@ -610,10 +598,10 @@ def config_from_kwargs(kwargs: dict[str, Any], path: str) -> m.LMConfig:
     ``prompt_cache``; ``stop`` a string or a list; every other key into ``extensions`` (next to an explicit
     ``extensions`` object, which the keys override). Field paths are ``<path>.<key>``.
     """
-    d = _obj(kwargs, path)
+    d = expect_object(kwargs, path)
     extensions = d.get("extensions") or {}
     if not isinstance(extensions, dict):
-        raise _fail(f"{path}.extensions", f"expected a JSON object, got {_kind(extensions)}")
+        raise fail(f"{path}.extensions", f"expected a JSON object, got {kind_of(extensions)}")
     extensions = dict(extensions)
     data: dict[str, Any] = {}
     for key, value in d.items():
@@ -624,18 +612,18 @@ def config_from_kwargs(kwargs: dict[str, Any], path: str) -> m.LMConfig:
         else:
             extensions[key] = value
     config = m.LMConfig(
-        temperature=_float(data, "temperature", path),
-        max_tokens=_int(data, "max_tokens", path),
-        top_p=_float(data, "top_p", path),
-        n=_int(data, "n", path),
+        temperature=get_float(data, "temperature", path),
+        max_tokens=get_int(data, "max_tokens", path),
+        top_p=get_float(data, "top_p", path),
+        n=get_int(data, "n", path),
         response_format=data.get("response_format"),
         extensions=extensions,
     )
     stop = data.get("stop")
     if isinstance(stop, str):
         stop = [stop]  # OpenAI allows one stop string; DSPy's LMConfig holds a list
-    config.stop = _stop(stop, f"{path}.stop", "expected a string or a list of strings")
-    config.logprobs = _logprobs(data.get("logprobs"), f"{path}.logprobs")
+    config.stop = check_stop(stop, f"{path}.stop", "expected a string or a list of strings")
+    config.logprobs = check_logprobs(data.get("logprobs"), f"{path}.logprobs")
     if "reasoning_effort" in data:
         effort = data["reasoning_effort"]
         if data.get("reasoning") is not None or effort is not None:
@@ -660,12 +648,12 @@ def config_from_kwargs(kwargs: dict[str, Any], path: str) -> m.LMConfig:
 def request_from_openai(value: Any, path: str = "request") -> m.LMRequest:
     """An OpenAI Chat Completions request payload -> a model request, as
     ``LMRequest.from_call(model=..., messages=..., tools=..., **everything_else)`` reads it."""
-    d = _obj(value, path)
+    d = expect_object(value, path)
     if "messages" not in d:
-        raise _fail(f"{path}.messages", "is required")
+        raise fail(f"{path}.messages", "is required")
     rest = {k: v for k, v in d.items() if k not in ("model", "messages", "tools")}
     return m.LMRequest(
-        model=_str(d, "model", path, required=True),
+        model=get_str(d, "model", path, required=True),
         messages=messages_from_openai(d["messages"], f"{path}.messages"),
         tools=tools_from_openai(d.get("tools"), f"{path}.tools"),
         config=config_from_kwargs(rest, path),
@@ -682,7 +670,7 @@ def usage_from_openai(value: Any, path: str) -> m.LMUsage | None:
     stays None."""
     if value is None:
         return None
-    return _usage(_obj(value, path), path)
+    return usage_from_json(expect_object(value, path), path)
 
 
 def _parse_repr(text: str, path: str) -> dict[str, Any]:
@@ -704,9 +692,9 @@ def _parse_repr(text: str, path: str) -> dict[str, Any]:
         tree = ast.parse(text.strip(), mode="eval")
         result = convert(tree.body)
     except (SyntaxError, ValueError) as error:
-        raise _fail(path, f"a tool call given as text must be the str() of a tool-call object; could not read it: {error}") from None
+        raise fail(path, f"a tool call given as text must be the str() of a tool-call object; could not read it: {error}") from None
     if not isinstance(tree.body, ast.Call) or not isinstance(result, dict):
-        raise _fail(path, "a tool call given as text must be the str() of a tool-call object such as ChatCompletionMessageToolCall(...)")
+        raise fail(path, "a tool call given as text must be the str() of a tool-call object such as ChatCompletionMessageToolCall(...)")
     return result
 
 
@@ -723,18 +711,18 @@ def tool_call_from_provider(value: Any, path: str) -> m.LMToolCallPart:
         value = _drop_nulls(_parse_repr(value, path))
         if isinstance(value.get("function"), dict):
             value["function"] = _drop_nulls(value["function"])
-    d = _obj(value, path)
+    d = expect_object(value, path)
     function = d.get("function", {})
     if not isinstance(function, dict):
         function = {}
     name = function.get("name") or d.get("name")
     if not isinstance(name, str) or not name:
-        raise _fail(f"{path}.function.name", "a tool call needs a function name")
+        raise fail(f"{path}.function.name", "a tool call needs a function name")
     raw = function.get("arguments", d.get("arguments", "{}"))
     args, diagnostics = _parse_arguments(raw, strict_object=True)
     call_id = d.get("call_id") or d.get("id")
     if call_id is not None and not isinstance(call_id, str):
-        raise _fail(f"{path}.id", f"expected a string, got {_kind(call_id)}")
+        raise fail(f"{path}.id", f"expected a string, got {kind_of(call_id)}")
     return m.LMToolCallPart(name=name, call_id=call_id, args=args, provider_data={**d, **provider_extra, **diagnostics})
 
 
@@ -758,7 +746,7 @@ def citation_from_provider(value: Any, path: str) -> m.LMCitationPart:
         value = {"text": value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}
     for key in _CITATION_FIELDS:
         if value.get(key) is not None and not isinstance(value[key], str):
-            raise _fail(f"{path}.{key}", f"expected a string, got {_kind(value[key])}")
+            raise fail(f"{path}.{key}", f"expected a string, got {kind_of(value[key])}")
     metadata = {k: v for k, v in value.items() if k not in _CITATION_FIELDS}
     text_key, text = _first_of(value, ("cited_text", "text", "supported_text"))
     title_key, title = _first_of(value, ("document_title", "title"))
@@ -767,7 +755,7 @@ def citation_from_provider(value: Any, path: str) -> m.LMCitationPart:
             metadata[key] = value[key]  # a candidate DSPy did not pick: kept, not dropped
     url = value.get("url")
     if text is None and title is None and url is None:
-        raise _fail(path, "a citation needs at least one of cited_text, text, supported_text, document_title, title or url")
+        raise fail(path, "a citation needs at least one of cited_text, text, supported_text, document_title, title or url")
     return m.LMCitationPart(text=text, title=title, url=url, metadata=metadata)
 
 
@@ -777,7 +765,7 @@ def _response_content_parts(content: Any, path: str, unmapped: list[dict[str, An
     if isinstance(content, str):
         return [m.LMTextPart(text=content)]
     if not isinstance(content, list):
-        raise _fail(path, f"expected a string or a list of content blocks, got {_kind(content)}")
+        raise fail(path, f"expected a string or a list of content blocks, got {kind_of(content)}")
     parts: list[m.LMPart] = []
     for i, item in enumerate(content):
         p = f"{path}[{i}]"
@@ -820,14 +808,14 @@ def _output_image(item: dict[str, Any], path: str) -> m.LMImagePart:
     fields = _media_fields(item, path, "image/png", ("b64_json", "data"))
     detail = item.get("detail")
     if detail not in (None, "low", "high", "auto"):
-        raise _fail(f"{path}.detail", f"expected low, high or auto, got {detail!r}")
+        raise fail(f"{path}.detail", f"expected low, high or auto, got {detail!r}")
     if "data" in fields:
         return m.LMImagePart(detail=detail, **fields)
     if source is not None:
         return m.LMImagePart(url=_source_str(source, f"{path}.url"), detail=detail, **fields)
     if item.get("file_id") is not None:
         return m.LMImagePart(file_id=_source_str(item["file_id"], f"{path}.file_id"), detail=detail, **fields)
-    raise _fail(path, "an image output needs data, url or file_id")
+    raise fail(path, "an image output needs data, url or file_id")
 
 
 def _output_audio(item: dict[str, Any], path: str) -> m.LMAudioPart:
@@ -839,13 +827,13 @@ def _output_audio(item: dict[str, Any], path: str) -> m.LMAudioPart:
         return m.LMAudioPart(url=_source_str(audio["url"], f"{path}.url"), **fields)
     if audio.get("file_id") is not None:
         return m.LMAudioPart(file_id=_source_str(audio["file_id"], f"{path}.file_id"), **fields)
-    raise _fail(path, "an audio output needs data, url or file_id")
+    raise fail(path, "an audio output needs data, url or file_id")
 
 
 def _output_file(item: dict[str, Any], path: str) -> m.LMBinaryPart:
     file = item["file"] if isinstance(item.get("file"), dict) else item
     fields = _media_fields(file, path, "application/octet-stream", ("file_data", "data"))
-    filename = _str(file, "filename", path)
+    filename = get_str(file, "filename", path)
     if "data" in fields:
         return m.LMBinaryPart(filename=filename, **fields)
     if file.get("url") is not None:
@@ -853,7 +841,7 @@ def _output_file(item: dict[str, Any], path: str) -> m.LMBinaryPart:
     file_id = file.get("file_id") or file.get("id")
     if file_id is not None:
         return m.LMBinaryPart(file_id=_source_str(file_id, f"{path}.file_id"), filename=filename, **fields)
-    raise _fail(path, "a file output needs data, url or file_id")
+    raise fail(path, "a file output needs data, url or file_id")
 
 
 def _choice_citations(message: dict[str, Any], path: str) -> tuple[list[m.LMCitationPart], dict[str, Any] | None]:
@@ -881,13 +869,13 @@ _CHOICE_READ = frozenset({"message", "finish_reason", "logprobs"})
 def _output(value: Any, path: str) -> m.LMOutput:
     """One choice -> one ``LMOutput``, as DSPy's ``choice_to_lm_output``: thinking, content, tool calls,
     citations, in that order; ``truncated`` when ``finish_reason`` is ``length``."""
-    choice = _obj(value, path)
+    choice = expect_object(value, path)
     parts: list[m.LMPart] = []
     provider_data = _drop_nulls({k: v for k, v in choice.items() if k not in _CHOICE_READ and k != "text"})
     message = choice.get("message")
     if message is not None:
         p = f"{path}.message"
-        msg = _obj(message, p)
+        msg = expect_object(message, p)
         unmapped: list[dict[str, Any]] = []
         reasoning = msg.get("reasoning_content")
         if reasoning:
@@ -897,7 +885,7 @@ def _output(value: Any, path: str) -> m.LMOutput:
             parts.extend(_response_content_parts(content, f"{p}.content", unmapped))
         tool_calls = msg.get("tool_calls") or []
         if not isinstance(tool_calls, list):
-            raise _fail(f"{p}.tool_calls", f"expected a list of tool calls, got {_kind(tool_calls)}")
+            raise fail(f"{p}.tool_calls", f"expected a list of tool calls, got {kind_of(tool_calls)}")
         parts.extend(tool_call_from_provider(tc, f"{p}.tool_calls[{i}]") for i, tc in enumerate(tool_calls))
         citations, specific = _choice_citations(msg, p)
         parts.extend(citations)
@@ -917,7 +905,7 @@ def _output(value: Any, path: str) -> m.LMOutput:
         text = choice.get("text")
         if text:
             parts.extend(_response_content_parts(text, f"{path}.text", []))
-    finish_reason = _str(choice, "finish_reason", path)
+    finish_reason = get_str(choice, "finish_reason", path)
     return m.LMOutput(
         parts=parts,
         finish_reason=finish_reason,
@@ -935,19 +923,19 @@ def response_from_openai(value: Any, path: str = "response", *, request_model: s
     ``completion_to_lm_response`` builds it: one output per choice, in order; ``id`` -> ``response_id``;
     ``model`` (else ``request_model``); ``usage``; ``cache_hit`` (LiteLLM's). Other keys are kept in
     ``provider_data``. The cost is not in the payload (LiteLLM keeps it outside), so it stays None."""
-    d = _obj(value, path)
+    d = expect_object(value, path)
     choices = d.get("choices") or []
     if not isinstance(choices, list):
-        raise _fail(f"{path}.choices", f"expected a list, got {_kind(choices)}")
+        raise fail(f"{path}.choices", f"expected a list, got {kind_of(choices)}")
     if not choices:
-        raise _fail(f"{path}.choices", "a response needs at least one choice")
-    model = _str(d, "model", path) or request_model
+        raise fail(f"{path}.choices", "a response needs at least one choice")
+    model = get_str(d, "model", path) or request_model
     return m.LMResponse(
         outputs=[_output(c, f"{path}.choices[{i}]") for i, c in enumerate(choices)],
         model=model,
         usage=usage_from_openai(d.get("usage"), f"{path}.usage"),
-        cache_hit=_bool(d, "cache_hit", path, default=False),
-        response_id=_str(d, "id", path),
+        cache_hit=get_bool(d, "cache_hit", path, default=False),
+        response_id=get_str(d, "id", path),
         provider_data=_drop_nulls({k: v for k, v in d.items() if k not in _RESPONSE_READ}),
     )
 
@@ -955,13 +943,13 @@ def response_from_openai(value: Any, path: str = "response", *, request_model: s
 def exchange_from_openai(value: Any, path: str = "") -> tuple[m.LMRequest, m.LMResponse]:
     """``{"request": <payload>, "response": <completion>}`` -> (request, response); the response's model
     defaults to the request's, as in DSPy."""
-    d = _obj(value, path or "exchange")
+    d = expect_object(value, path or "exchange")
     extra = d.keys() - {"request", "response"}
     if extra:
-        raise _fail(path or "exchange", f"unknown field(s) {', '.join(sorted(map(str, extra)))}; expected only request and response")
+        raise fail(path or "exchange", f"unknown field(s) {', '.join(sorted(map(str, extra)))}; expected only request and response")
     prefix = f"{path}." if path else ""
     for key in ("request", "response"):
         if d.get(key) is None:
-            raise _fail(f"{prefix}{key}", "is required")
+            raise fail(f"{prefix}{key}", "is required")
     request = request_from_openai(d["request"], f"{prefix}request")
     return request, response_from_openai(d["response"], f"{prefix}response", request_model=request.model)

@@ -1,49 +1,46 @@
-"""Fast SHACL validation of stored traces: the shapes compiled to SPARQL, run inside pyoxigraph (issue 5).
+"""The fast engine: the shapes compiled to SPARQL, run inside pyoxigraph (or on a SPARQL server).
 
-pySHACL (:mod:`dspy_rdf.validation`) stays the reference; this engine gives the same verdicts (same focus nodes,
-paths, values and constraint components) orders of magnitude faster, on the store itself, without copying the
-triples into rdflib.
+pySHACL (:mod:`dspy_rdf.validation.reference`) stays the reference; this engine gives the same results (same focus
+nodes, rules, constraint components and severities; differential tests over every constraint) orders of magnitude
+faster, on the store itself, without copying the triples into rdflib.
 
 Design:
 
-- :func:`compile_shapes` reads every ``shapes/*.ttl`` except the class hierarchy (the generated shapes and any
-  hand-written rules file), plus the hierarchy (``dspy.classes.ttl``), once per process, and turns each shape into a
-  few SPARQL SELECT queries that return only violations:
+- :func:`compile_shapes` reads the shapes of a directory (:func:`dspy_rdf.validation.shapes.load_shapes`: the
+  generated shapes, the hand-written rules and the class hierarchy) once per process and turns each shape into a
+  few SPARQL SELECT queries that return only results:
 
-  - per property shape, one *value* query over the focus nodes' values of its path, with one boolean per
-    constraint (``sh:datatype``, ``sh:nodeKind``, ``sh:class``, ``sh:in``, ``sh:min/maxInclusive``,
-    ``sh:min/maxExclusive``, ``sh:pattern``, ``sh:min/maxLength``, and ``sh:maxCount 1`` as an ``EXISTS`` of a second
-    value);
-  - per node shape, one *count* query over its focus nodes for every ``sh:minCount`` of its property shapes (one
-    ``NOT EXISTS`` each), one query per other ``sh:maxCount`` / ``sh:minCount`` (``GROUP BY ... HAVING``), and one
-    *closed* query for ``sh:closed true`` (every predicate outside the paths and ``sh:ignoredProperties``);
+  - per property path, one *value* query over the values of that path, with one boolean per constraint of every
+    property shape on it (``sh:datatype``, ``sh:nodeKind``, ``sh:class``, ``sh:in``, ``sh:min/maxInclusive``,
+    ``sh:min/maxExclusive``, ``sh:pattern``, ``sh:min/maxLength``, and ``sh:maxCount``);
+  - per node shape, one *count* query over its focus nodes for every ``sh:minCount`` of its property shapes, and one
+    *closed* query for every ``sh:closed true`` shape (every predicate outside the paths and ``sh:ignoredProperties``);
   - each ``sh:sparql`` SELECT constraint as written (``$this`` is the same variable as ``?this`` in SPARQL, so it is
     simply left unbound), wrapped in ``GRAPH ?g``; the focus nodes it returns are then kept only if they are
     targets of the shape. Where the constraint also has a ``dspyrule:storeSelect`` (an equivalent query written for
     a whole store: sub-SELECTs that Oxigraph hash-joins, ``MINUS``; see ``shapes/dspy.rules.ttl``), that runs instead.
 
   Targets (``sh:targetClass``) and ``sh:class`` use the subclass closure of the hierarchy, written into the queries
-  as ``VALUES`` lists. Datatype checks also reject ill-formed lexical forms, as pySHACL does
-  (``isNumeric``, casts).
+  as ``VALUES`` lists. Datatype checks reject ill-formed lexical forms, as pySHACL does.
 - every query runs with ``GRAPH ?g`` over all the named graphs of a store (or a batch of them, ``VALUES ?g``), so
-  one query execution validates many traces at once and each result row names its trace; per-trace semantics are
-  kept (nothing joins across graphs). :func:`validate_store` runs them over a whole embedded store, or over slices
-  of its traces copied into memory (bounded memory), in ``workers`` forked processes.
-- for a remote store the same SPARQL goes through :meth:`TraceStore.select`.
+  one query execution validates many traces at once and each result row names its trace; nothing joins across
+  graphs. :func:`validate_graphs_fast` runs them over a whole embedded store, or over slices of its traces copied
+  into memory (bounded memory), in ``workers`` forked processes; on a remote store, through
+  :meth:`~dspy_rdf.store.TraceStore.select`.
+- numbers beyond what the store computes with (Oxigraph: integers beyond 64 bits, decimals beyond 128 bits with 18
+  fraction digits) are valid values it cannot compare or add: the value queries flag the traces that hold one, and
+  those traces are validated by the reference engine instead, so the results never depend on the store's number
+  range.
 
-Known differences from pySHACL (none of them reachable with what the writer produces): pyoxigraph stores numbers,
-booleans and date-times in canonical form, so a reported value is ``"5"^^xsd:integer`` where pySHACL says
-``"+05"^^xsd:integer``; lexical forms that rdflib's lenient parsers accept but XSD does not (``" 7"`` as an integer,
-``"2026-01-01"`` as a dateTime) are violations here and not in pySHACL; ``rdfs:subClassOf`` triples inside the data
-are not used for targets (pySHACL would use them).
+A known difference from pySHACL, not reachable with what the writer produces: ``rdfs:subClassOf`` triples inside the
+data are not used for targets (pySHACL would use them).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from contextlib import nullcontext
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -55,16 +52,20 @@ from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS, SH, XSD
 
 from dspy_rdf import vocab as v
-from dspy_rdf.resources import shapes_dir
+from dspy_rdf.validation.reference import validate_graph_pyshacl
+from dspy_rdf.validation.report import Severity, Violation, rule_name
+from dspy_rdf.validation.shapes import STORE_SELECT as STORE_SELECT_IRI
+from dspy_rdf.validation.shapes import load_shapes, subclass_closure
+from dspy_rdf.validation.units import TraceGraphs
 
-__all__ = ["Check", "CompiledShapes", "compile_shapes", "validate_graph_fast", "validate_store"]
+__all__ = ["WHOLE_STORE_MAX_TRIPLES", "Check", "CompiledShapes", "compile_shapes", "validate_graphs_fast"]
 
-CLASSES_FILE = "dspy.classes.ttl"
 G = "?dspyrdf_g"  # the graph variable of every compiled query (a name no hand-written rule uses)
-_DEFAULT_GRAPH_NAME = "urn:x-dspy-rdf:fastshacl:graph"
-STORE_SELECT = rdflib.URIRef("https://w3id.org/lmodel/dspy/rules/storeSelect")
+STORE_SELECT = rdflib.URIRef(STORE_SELECT_IRI)
 STORE_GRAPH = "graph"  # the graph variable of a store form
 _STORE_GRAPH_OPEN = re.compile(r"\bGRAPH\s+\?" + STORE_GRAPH + r"\s*\{")
+BEYOND_RANGE = "dspy-rdf:BeyondNativeRange"
+"""The pseudo-component of a value-query flag that marks a number the store cannot compute with (not a result)."""
 
 # Shape predicates that do not constrain anything.
 _IGNORED = {
@@ -161,10 +162,18 @@ _NUMERIC_DT = {str(XSD[n]) for n in (
     "unsignedByte",
 )}
 _CAST_DT = {str(XSD.dateTime), str(XSD.date), str(XSD.time)}
+# The lexical forms of the unbounded XSD number types: a value of such a form beyond the store's native range is valid
+# (isNumeric is false for it in Oxigraph).
+_UNBOUNDED_LEXICAL = {
+    str(XSD.integer): r"^[+-]?[0-9]+$",
+    str(XSD.decimal): r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)$",
+}
 
 
 def _datatype_ok(dt: str) -> str:
     same = f"sameTerm(datatype(?value), <{dt}>)"
+    if dt in _UNBOUNDED_LEXICAL:
+        return f'{same} && (isNumeric(?value) || REGEX(STR(?value), "{_UNBOUNDED_LEXICAL[dt]}"))'
     if dt in _NUMERIC_DT:
         return f"{same} && isNumeric(?value)"
     if dt == str(XSD.boolean):
@@ -174,6 +183,11 @@ def _datatype_ok(dt: str) -> str:
     if dt == str(RDFS.Literal):
         return "isLiteral(?value)"
     return f"isLiteral(?value) && {same}"
+
+
+def _beyond_range(dt: str) -> str:
+    """A valid number of the unbounded type ``dt`` that the store cannot compute with."""
+    return f'sameTerm(datatype(?value), <{dt}>) && !isNumeric(?value) && REGEX(STR(?value), "{_UNBOUNDED_LEXICAL[dt]}")'
 
 
 def _focus_subquery(targets: Iterable[str]) -> str:
@@ -253,31 +267,8 @@ def _not(expr: str) -> str:
 # --- compiler ---------------------------------------------------------------------------------------------------
 
 
-def _shape_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("*.ttl") if p.name != CLASSES_FILE)
-
-
 def _local(iri: str) -> str:
     return re.split(r"[#/]", iri)[-1]
-
-
-def _subclass_closure(graph: rdflib.Graph) -> Callable[[str], frozenset[str]]:
-    children: dict[str, set[str]] = {}
-    for sub, sup in graph.subject_objects(RDFS.subClassOf):
-        children.setdefault(str(sup), set()).add(str(sub))
-
-    @lru_cache(maxsize=None)
-    def closure(cls: str) -> frozenset[str]:
-        out = {cls}
-        todo = [cls]
-        while todo:
-            for child in children.get(todo.pop(), ()):
-                if child not in out:
-                    out.add(child)
-                    todo.append(child)
-        return frozenset(out)
-
-    return closure
 
 
 def _severity(graph: rdflib.Graph, node) -> str:
@@ -295,20 +286,14 @@ def compile_shapes(directory: str | Path | None = None, *, store_forms: bool = T
 
     ``store_forms=False`` runs every ``sh:sparql`` constraint's ``sh:select`` even where it has a
     ``dspyrule:storeSelect`` (the tests compare the two)."""
-    return _compile(str(Path(directory) if directory is not None else shapes_dir()), store_forms)
+    return _compile(str(load_shapes(directory).directory), store_forms)
 
 
 @lru_cache(maxsize=8)
 def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
-    root = Path(directory)
-    files = _shape_files(root)
-    graph = rdflib.Graph()
-    for path in files:
-        graph.parse(path, format="turtle")
-    classes = rdflib.Graph()
-    if (root / CLASSES_FILE).exists():
-        classes.parse(root / CLASSES_FILE, format="nt")
-    closure = _subclass_closure(classes + graph)
+    shapes = load_shapes(directory)
+    graph, classes, files = shapes.graph, shapes.classes, shapes.files
+    closure = subclass_closure(classes + graph)
     checks: list[Check] = []
     unsupported: list[str] = []
 
@@ -360,7 +345,9 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
 
             dt = graph.value(ps, SH.datatype)
             if dt is not None:
-                add("DatatypeConstraintComponent", _not(_datatype_ok(str(dt))), f"Value is not Literal with datatype {dt}")
+                add("DatatypeConstraintComponent", _not(_datatype_ok(str(dt))), f"Value is not Literal with datatype {_path_text(str(dt))}")
+                if str(dt) in _UNBOUNDED_LEXICAL:
+                    add(BEYOND_RANGE, _beyond_range(str(dt)), "")
             kind = graph.value(ps, SH.nodeKind)
             if kind is not None:
                 test = {
@@ -531,7 +518,7 @@ _PREFIXES = dict(v.PREFIXES)
 
 @lru_cache(maxsize=4096)
 def _path_text(iri: str) -> str:
-    """A path as :func:`dspy_rdf.validation.validate_graph` reports it (``dspy:slot``, ``rdfs:label``, ...)."""
+    """A path as the reference engine reports it (``dspy:slot``, ``rdfs:label``, ...)."""
     best = None
     for prefix, namespace in _PREFIXES.items():
         if iri.startswith(namespace) and (best is None or len(namespace) > len(best[1])):
@@ -539,7 +526,7 @@ def _path_text(iri: str) -> str:
             if local and re.fullmatch(r"[A-Za-z_][\w.-]*", local) and not local.endswith("."):
                 best = (prefix, namespace)
     if best is None:
-        # rdflib's default bindings (rdf, rdfs, xsd, ...) are used by validate_graph too
+        # rdflib's default bindings (rdf, rdfs, xsd, ...), which the reference engine's graphs have too
         for prefix, namespace in rdflib.Graph().namespace_manager.namespaces():
             if iri.startswith(str(namespace)) and iri[len(str(namespace)):] and prefix:
                 return f"{prefix}:{iri[len(str(namespace)):]}"
@@ -547,17 +534,15 @@ def _path_text(iri: str) -> str:
     return f"{best[0]}:{iri[len(best[1]):]}"
 
 
-def _term_text(term) -> str | None:
+def _term_text(term: ox.NamedNode | ox.BlankNode | ox.Literal | None) -> str | None:
     if term is None:
         return None
     if isinstance(term, ox.Literal):
-        from dspy_rdf.validation import rdflib_term
-
-        return rdflib_term(term).n3()
+        return str(term)  # N-Triples, as the reference engine writes values (rdflib's n3())
     return term.value
 
 
-def _json_term(b: dict | None):
+def _json_term(b: dict | None) -> ox.NamedNode | ox.BlankNode | ox.Literal | None:
     if b is None:
         return None
     kind = b["type"]
@@ -572,16 +557,15 @@ def _json_term(b: dict | None):
     return ox.Literal(b["value"])
 
 
-def _make(cls, **values):
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: val for k, val in values.items() if k in names})
-
-
-def _truthy(term) -> bool:
+def _truthy(term: ox.Literal | None) -> bool:
     return term is not None and term.value in ("true", "1")
 
 
-class _Runner:
+Row = tuple[str, str, str | None, str | None, str, str, str, str]
+"""A result as text: ``(graph, focus node, path IRI, value, component, severity, message, shape)``."""
+
+
+class Runner:
     """Runs compiled checks over batches of graphs, against a pyoxigraph store or a remote store."""
 
     def __init__(self, compiled: CompiledShapes, *, oxigraph: ox.Store | None = None, remote: Any = None) -> None:
@@ -599,18 +583,18 @@ class _Runner:
             for b in self.remote.select(query)["results"]["bindings"]:
                 yield {name: _json_term(term) for name, term in b.items()}
 
-    def types_of(self, graph: str, node) -> set[str]:
+    def types_of(self, graph: str, node: ox.NamedNode | ox.BlankNode) -> set[str]:
         if self.oxigraph is not None:
             return {q.object.value for q in self.oxigraph.quads_for_pattern(node, ox.NamedNode(v.RDF_TYPE), None, ox.NamedNode(graph))}
-        ref = f"<{node.value}>" if isinstance(node, ox.NamedNode) else None
-        if ref is None:
+        if not isinstance(node, ox.NamedNode):
             return set()
-        rows = self.remote.select(f"SELECT ?t WHERE {{ GRAPH <{graph}> {{ {ref} a ?t }} }}")["results"]["bindings"]
+        rows = self.remote.select(f"SELECT ?t WHERE {{ GRAPH <{graph}> {{ <{node.value}> a ?t }} }}")["results"]["bindings"]
         return {r["t"]["value"] for r in rows}
 
-    def run_batch(self, graphs: Sequence[str] | None, checks: Iterable[int] | None = None) -> list[tuple]:
-        """Violations of one batch of graphs (all graphs when ``None``) by the checks of the given indexes (all when
-        ``None``), as tuples of text ``(trace, focus, path, value, component, severity, message, shape)``."""
+    def run_batch(self, graphs: Sequence[str] | None, checks: Iterable[int] | None = None) -> list[Row]:
+        """Results in one batch of graphs (all graphs when ``None``) of the checks of the given indexes (all when
+        ``None``). A row whose component is :data:`BEYOND_RANGE` marks a graph holding a number the store cannot
+        compute with."""
         out: list[tuple] = []
         for index in range(len(self.compiled.checks)) if checks is None else checks:
             check = self.compiled.checks[index]
@@ -666,49 +650,24 @@ class _Runner:
         return [(g, focus.value, path, _term_text(value), *rest) for g, focus, path, value, *rest in out]
 
 
-def _violations(rows: Iterable[tuple], *, default_graph: str | None = None) -> list:
-    from dspy_rdf.validation import Violation
-
+def _violations(rows: Iterable[Row], graphs: TraceGraphs) -> list[Violation]:
     seen = set()
     out = []
-    for trace, focus, path, value, component, severity, message, shape in rows:
-        key = (trace, focus, path, value, component, shape)
+    for graph, focus, path, value, component, severity, message, shape in rows:
+        key = (graph, focus, path, value, component, shape)
         if key in seen:
             continue
         seen.add(key)
-        focus_text = focus
         path_text = _path_text(path) if path else None
-        value_text = value
-        message = message.replace("{this}", f"<{focus_text}>").replace("{path}", path_text or "").replace("{value}", value_text or "")
-        out.append(_make(
-            Violation,
-            focus_node=focus_text, path=path_text, value=value_text, constraint=component, message=message,
-            severity=severity, trace=None if trace == default_graph else trace, rule=_rule_name(shape),
+        message = message.replace("{this}", f"<{focus}>").replace("{path}", path_text or "").replace("{value}", value or "")
+        out.append(Violation(
+            focus_node=focus, path=path_text, value=value, constraint=component, message=message,
+            severity=Severity(severity), trace=graphs.label(graph), rule=rule_name(shape),
         ))
-    out.sort(key=lambda x: (getattr(x, "trace", None) or "", x.focus_node, x.path or "", x.constraint, x.value or ""))
     return out
 
 
-def _rule_name(shape: str) -> str:
-    """The ``rule`` of a violation: the local name of its node shape (``LMResponse``, ``ToolResultAnswersCall``)."""
-    try:
-        from dspy_rdf.validation import rule_name
-    except ImportError:  # pragma: no cover - older validation module
-        return _local(shape)
-    return rule_name(shape)
-
-
-def _report(violations: list, traces: Sequence[str] = ()):
-    from dspy_rdf.validation import ValidationReport
-
-    fields = {f.name: f for f in dataclasses.fields(ValidationReport)}
-    values: dict[str, Any] = {
-        "conforms": not any(x.severity == "Violation" for x in violations), "violations": tuple(violations), "traces": tuple(traces),
-    }
-    if "report_graph" in fields and fields["report_graph"].default is dataclasses.MISSING:
-        values["report_graph"] = rdflib.Graph()
-    return _make(ValidationReport, **values)
-
+# --- worker processes -------------------------------------------------------------------------------------------------
 
 _WORKER: dict[str, Any] = {}
 
@@ -718,99 +677,26 @@ def _worker_init(path: str, shapes: str | None) -> None:
     _WORKER["compiled"] = compile_shapes(shapes)
 
 
-def _worker_run(graphs: list[str] | None, checks: list[int]) -> list[tuple]:
-    return _Runner(_WORKER["compiled"], oxigraph=_WORKER["store"]).run_batch(graphs, checks)
+def _worker_run(graphs: list[str] | None, checks: list[int]) -> list[Row]:
+    return Runner(_WORKER["compiled"], oxigraph=_WORKER["store"]).run_batch(graphs, checks)
 
 
-def _worker_slice(names: list[str]) -> list[tuple]:
+def _worker_slice(names: list[str]) -> list[Row]:
     return _run_slice(_WORKER["compiled"], _WORKER["store"], names)
 
 
-def _run_slice(compiled: CompiledShapes, source: ox.Store, names: Sequence[str]) -> list[tuple]:
-    """Violations of the named graphs ``names`` of ``source``, copied into an in-memory store and validated there."""
+def _run_slice(compiled: CompiledShapes, source: ox.Store, names: Sequence[str]) -> list[Row]:
+    """Results in the named graphs ``names`` of ``source``, copied into an in-memory store and validated there."""
     copy = ox.Store()
     for name in names:
         copy.extend(source.quads_for_pattern(None, None, None, ox.NamedNode(name)))
-    return _Runner(compiled, oxigraph=copy).run_batch(None)
-
-
-def validate_store(
-    store,
-    *,
-    traces: Iterable[str] | None = None,
-    progress: Callable[[int], None] | None = None,
-    engine: str = "fast",
-    workers: int = 2,
-    batch_size: int = 1000,
-    shapes: str | Path | None = None,
-    slices: bool | None = None,
-):
-    """Validate the traces in ``store`` (every named graph, or the trace IRIs ``traces``) with the compiled shapes.
-
-    Returns a :class:`dspy_rdf.validation.ValidationReport` whose violations carry their trace (graph name).
-    ``progress`` is called in trace units; its calls add up to the number of traces validated.
-
-    Two ways to run the compiled queries on an embedded store on disk, both with ``workers`` forked processes (each
-    opens the store read-only; pyoxigraph holds the GIL while it evaluates, so threads would not help):
-
-    - *whole store* (``slices=False``): each compiled query runs once over every graph (``GRAPH ?g``) and the
-      workers share out the queries; the fastest, but the hash joins hold whole-store scans, so memory grows with
-      the store (167 MB per worker at 10k LM calls, 880 MB at 100k). ``progress`` advances as the queries
-      complete, each by its share of the traces.
-    - *slices* (``slices=True``): the graphs of ``batch_size`` traces at a time are copied into an in-memory store
-      and every compiled query runs there; memory is bounded by one slice, whatever the size of the store (peak
-      per worker 166 MB at 10k LM calls, 408 MB at 100k, mostly RocksDB's blocks of the open store), at about half
-      the speed. ``progress`` advances by each slice.
-
-    The default (``None``) slices when the store holds more than :data:`WHOLE_STORE_MAX_TRIPLES` triples or when
-    ``traces`` are given (copying a few graphs beats restricting every scan to them), and runs the whole store
-    otherwise. A store in memory runs its queries directly, and a remote store runs them on the server, through
-    :meth:`TraceStore.select`, one at a time (over all graphs, or ``batch_size`` graphs per run, ``VALUES ?g``).
-    """
-    if engine not in ("fast", "sparql"):
-        raise ValueError(f"unknown validation engine {engine!r} (this module implements 'fast')")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    compiled = compile_shapes(shapes)
-    oxigraph = store if isinstance(store, ox.Store) else getattr(store, "oxigraph", None)
-    if traces is None:
-        if oxigraph is not None:
-            validated = sorted(g.value for g in oxigraph.named_graphs() if isinstance(g, ox.NamedNode))
-        else:
-            validated = list(store.trace_iris())
-    else:
-        validated = list(dict.fromkeys(traces))
-        if oxigraph is not None:
-            missing = [name for name in validated if not oxigraph.contains_named_graph(ox.NamedNode(name))]
-        else:
-            stored = set(store.trace_iris())
-            missing = [name for name in validated if name not in stored]
-        if missing:
-            from dspy_rdf.store import StoreError
-
-            where = f"the store at {store.location}" if hasattr(store, "location") else "the input"
-            error = StoreError if hasattr(store, "location") else ValueError
-            raise error(f"no trace {missing[0]} in {where}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    path = getattr(store, "path", None)
-    pool = None
-    if workers > 1 and path is not None and oxigraph is not None and len(validated) >= _PARALLEL_MIN_TRACES:
-        if not getattr(store, "read_only", True):
-            oxigraph.flush()  # the workers open the store read-only: let them see everything written
-        pool = partial(_pool, path, workers, shapes)
-    if slices is None:
-        slices = traces is not None or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES)
-    # a store in memory (the files given to `validate`) needs no slices to bound its memory; a remote one cannot have them
-    if oxigraph is not None and slices and (path is not None or traces is not None):
-        rows = _validate_slices(compiled, oxigraph, validated, progress, batch_size, pool)
-    else:
-        rows = _validate_queries(compiled, store, oxigraph, None if traces is None else validated, len(validated), progress, batch_size, pool)
-    return _report(_violations(rows), validated)
+    return Runner(compiled, oxigraph=copy).run_batch(None)
 
 
 _PARALLEL_MIN_TRACES = 500  # below this, starting worker processes costs more than it saves
 WHOLE_STORE_MAX_TRIPLES = 10_000_000
-"""Above this many triples, :func:`validate_store` validates an embedded store in slices by default (whole-store
-queries peaked at ~0.9 GB per worker on 7.6 M triples)."""
+"""Above this many triples, :func:`validate_graphs_fast` validates an embedded store in slices by default
+(whole-store queries peaked at ~0.9 GB per worker on 7.6 M triples)."""
 
 
 def _pool(path: Path, workers: int, shapes: str | Path | None):
@@ -822,9 +708,74 @@ def _pool(path: Path, workers: int, shapes: str | Path | None):
     )
 
 
-def _validate_slices(compiled, oxigraph: ox.Store, names: list[str], progress, batch_size: int, pool) -> list[tuple]:
+# --- validating ---------------------------------------------------------------------------------------------------------
+
+
+def validate_graphs_fast(
+    graphs: TraceGraphs,
+    *,
+    shapes: str | Path | None = None,
+    progress: Callable[[int], None] | None = None,
+    workers: int = 2,
+    batch_size: int = 1000,
+    slices: bool | None = None,
+) -> list[Violation]:
+    """Validate the graphs of ``graphs`` with the compiled shapes; ``progress`` is called in graph units, its calls
+    adding up to the number of graphs.
+
+    Two ways to run the compiled queries on an embedded store on disk, both with ``workers`` forked processes when
+    the store was opened read-only (each opens it read-only too; pyoxigraph holds the GIL while it evaluates, so
+    threads would not help; a store open for writing is validated in this process):
+
+    - *whole store* (``slices=False``): each compiled query runs once over every graph (``GRAPH ?g``) and the
+      workers share out the queries; the fastest, but the hash joins hold whole-store scans, so memory grows with
+      the store (167 MB per worker at 10k LM calls, 880 MB at 100k). ``progress`` advances as the queries
+      complete, each by its share of the graphs.
+    - *slices* (``slices=True``): the graphs of ``batch_size`` traces at a time are copied into an in-memory store
+      and every compiled query runs there; memory is bounded by one slice, whatever the size of the store (peak
+      per worker 166 MB at 10k LM calls, 408 MB at 100k, mostly RocksDB's blocks of the open store), at about half
+      the speed. ``progress`` advances by each slice.
+
+    The default (``None``) slices when the store holds more than :data:`WHOLE_STORE_MAX_TRIPLES` triples or when
+    some graphs were selected (copying a few graphs beats restricting every scan to them), and runs the whole store
+    otherwise. A store in memory runs its queries directly; a remote store runs them on the server,
+    through :meth:`~dspy_rdf.store.TraceStore.select`, one at a time (over all graphs, or ``batch_size`` graphs per
+    run, ``VALUES ?g``, for a selection).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    compiled = compile_shapes(shapes)
+    names = list(graphs.names)
+    wanted = set(names)
+    oxigraph = graphs.oxigraph
+    pool = None
+    path = graphs.path
+    # Worker processes open the store read-only, which pyoxigraph says is undefined while another instance writes to
+    # it (RocksDB compactions delete files a reader is about to open): only a store opened read-only is shared.
+    if workers > 1 and path is not None and oxigraph is not None and not graphs.writable and len(names) >= _PARALLEL_MIN_TRACES:
+        pool = partial(_pool, path, workers, shapes)
+    if slices is None:
+        slices = not graphs.complete or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES)
+    if oxigraph is not None and slices:
+        rows = _validate_slices(compiled, oxigraph, names, progress, batch_size, pool)
+    else:
+        selection = None if graphs.complete or oxigraph is not None else names
+        rows = _validate_queries(compiled, graphs, selection, len(names), progress, batch_size, pool)
+    beyond = {row[0] for row in rows if row[4] == BEYOND_RANGE}
+    kept = [row for row in rows if row[0] in wanted and row[0] not in beyond]
+    found = _violations(kept, graphs)
+    if beyond & wanted:
+        # numbers beyond the store's range: these traces go to the reference engine (see the module docstring)
+        reference = load_shapes(shapes)
+        for name in sorted(beyond & wanted):
+            triples = ((q.subject, q.predicate, q.object) for q in graphs.quads(name))
+            found += validate_graph_pyshacl(triples, trace=graphs.label(name), shapes=reference)
+    return found
+
+
+def _validate_slices(compiled: CompiledShapes, oxigraph: ox.Store, names: list[str], progress, batch_size: int, pool) -> list[Row]:
     slices = [names[i:i + batch_size] for i in range(0, len(names), batch_size)]
-    rows: list[tuple] = []
+    rows: list[Row] = []
     with pool() if pool is not None else nullcontext() as executor:
         results = executor.map(_worker_slice, slices) if executor is not None else (_run_slice(compiled, oxigraph, x) for x in slices)
         for names_done, found in zip(slices, results):
@@ -834,11 +785,13 @@ def _validate_slices(compiled, oxigraph: ox.Store, names: list[str], progress, b
     return rows
 
 
-def _validate_queries(compiled, store, oxigraph, traces: list[str] | None, total: int, progress, batch_size: int, pool) -> list[tuple]:
-    batches: list[list[str] | None] = [None] if traces is None else [traces[i:i + batch_size] for i in range(0, len(traces), batch_size)]
-    sizes = [total] if traces is None else [len(b) for b in batches]  # type: ignore[arg-type]
+def _validate_queries(
+    compiled: CompiledShapes, graphs: TraceGraphs, selection: list[str] | None, total: int, progress, batch_size: int, pool
+) -> list[Row]:
+    batches: list[list[str] | None] = [None] if selection is None else [selection[i:i + batch_size] for i in range(0, len(selection), batch_size)]
+    sizes = [total] if selection is None else [len(b) for b in batches]  # type: ignore[arg-type]
     n_checks = len(compiled.checks)
-    rows: list[tuple] = []
+    rows: list[Row] = []
     if pool is not None:
         # the heaviest queries first, so that the workers finish together
         order = sorted(range(n_checks), key=lambda i: (compiled.checks[i].kind != "closed", compiled.checks[i].kind != "value"))
@@ -850,7 +803,7 @@ def _validate_queries(compiled, store, oxigraph, traces: list[str] | None, total
                     if progress is not None and share:
                         progress(share)
         return rows
-    runner = _Runner(compiled, oxigraph=oxigraph, remote=None if oxigraph is not None else store)
+    runner = Runner(compiled, oxigraph=graphs.oxigraph, remote=graphs.remote)
     for batch, size in zip(batches, sizes):
         for index, share in enumerate(_shares(batch, size, n_checks)):
             rows.extend(runner.run_batch(batch, [index]))
@@ -860,38 +813,8 @@ def _validate_queries(compiled, store, oxigraph, traces: list[str] | None, total
 
 
 def _shares(batch: Sequence[str] | None, size: int, checks: int) -> list[int]:
-    """How far each of ``checks`` completed checks advances a progress bar counted in traces: a batch of graphs is
+    """How far each of ``checks`` completed checks advances a progress bar counted in graphs: a batch of graphs is
     done when its last check is, the whole store (``batch`` None) advances by an even share per check."""
     if batch is not None:
         return [0] * (checks - 1) + [size] if checks else []
     return [size * (i + 1) // checks - size * i // checks for i in range(checks)]
-
-
-def validate_graph_fast(
-    data: rdflib.Graph | str | bytes | ox.Store, *, progress: Callable[[int], None] | None = None, shapes: str | Path | None = None
-):
-    """Validate an in-memory graph (rdflib graph, N-Triples/N-Quads text, or a pyoxigraph store) with the compiled
-    shapes. N-Quads keep their graphs (one trace each); triples in the default graph are validated as one graph and
-    their violations have no trace."""
-    if isinstance(data, ox.Store):
-        store = data
-        default = None
-    else:
-        store = ox.Store()
-        if isinstance(data, rdflib.Graph):
-            text = data.serialize(format="nt", encoding="utf-8")
-        else:
-            text = data.encode("utf-8") if isinstance(data, str) else data
-        store.load(text, ox.RdfFormat.N_QUADS, to_graph=None, lenient=True)
-        default = _DEFAULT_GRAPH_NAME
-        quads = list(store.quads_for_pattern(None, None, None, ox.DefaultGraph()))
-        if quads:
-            store.extend([ox.Quad(q.subject, q.predicate, q.object, ox.NamedNode(default)) for q in quads])
-            store.remove_graph(ox.DefaultGraph())
-    compiled = compile_shapes(shapes)
-    runner = _Runner(compiled, oxigraph=store)
-    names = sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode))
-    rows = runner.run_batch(None) if names else []
-    if progress is not None:
-        progress(len(names))
-    return _report(_violations(rows, default_graph=default), [n for n in names if n != default])

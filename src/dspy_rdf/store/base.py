@@ -1,26 +1,16 @@
-"""Trace stores: one named graph per trace, in an embedded pyoxigraph store on disk or any SPARQL 1.1 server.
+"""The one interface of trace stores (:class:`TraceStore`) and what every store shares.
 
-:func:`open_store` takes a directory (embedded, the default) or an ``http(s)://`` URL (remote, see
-:mod:`dspy_rdf.remote`). Both implement :class:`TraceStore`:
-
-- :meth:`TraceStore.put` writes traces, each into the named graph of its IRI, replacing what that graph held,
-  so exporting the same input twice leaves exactly the same quads. A trace is written whole or not at all.
-- :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same structure from
-  every store, so that analytics give identical answers embedded and remote.
-- :meth:`TraceStore.delete`, :meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats`, :meth:`TraceStore.dump`.
-
-Embedded writes go in batches of whole traces, each written all or nothing: small batches as one pyoxigraph
-transaction (``Store.load``), large ones with pyoxigraph's bulk loader, which since pyoxigraph 0.5 is atomic too (it
-writes the batch's index files first, then ingests them into RocksDB in one step that a crash cannot split) and
-skips the write-ahead log and memtables that make transactions on disk about three times slower. A trace that is
-already stored is removed first (its own transaction): trace IRIs are content hashes, so the graph it replaces
-holds the same trace, and a reader sees the old whole trace, then briefly none, then the new whole trace, never
-a part of one. ``bulk=True`` uses the bulk loader for every batch, however small.
+A store keeps one named graph per trace. :meth:`TraceStore.put` writes traces, each into the named graph of its IRI,
+replacing what that graph held, so exporting the same input twice leaves exactly the same quads; a trace is written
+whole or not at all. :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
+structure from every store, so that analytics give identical answers on every store. :meth:`TraceStore.delete`,
+:meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats` and :meth:`TraceStore.dump` complete it. The stores are
+:class:`~dspy_rdf.store.embedded.EmbeddedStore` (pyoxigraph on disk) and :class:`~dspy_rdf.store.remote.RemoteStore`
+(any SPARQL 1.1 server).
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from abc import ABC, abstractmethod
@@ -41,13 +31,14 @@ from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 __all__ = [
     "DEFAULT_STORE",
     "STORE_ENV",
-    "EmbeddedStore",
+    "EncodedTrace",
     "PutReport",
+    "SparqlJson",
     "StoreError",
     "StoreLockedError",
     "TraceStore",
-    "default_store_target",
-    "open_store",
+    "encode_traces",
+    "term_json",
     "term_value",
 ]
 
@@ -79,7 +70,9 @@ class PutReport:
 
 
 @dataclass(frozen=True)
-class _Encoded:
+class EncodedTrace:
+    """One trace as N-Quads bytes, all in the graph of its IRI, and its number of triples."""
+
     iri: str
     data: bytes
     triples: int
@@ -91,7 +84,7 @@ _FIRST_BATCH_TRIPLES = 50_000
 
 def encode_traces(
     traces: Iterable[m.Trace], *, base: str, redactor: Redactor | None = DEFAULT_REDACTOR
-) -> Iterator[_Encoded | tuple[str, str]]:
+) -> Iterator[EncodedTrace | tuple[str, str]]:
     """Each trace (redacted) as N-Quads bytes in its own graph, or ``("", reason)`` when it cannot be written as
     RDF; repeats dropped."""
     seen: set[str] = set()
@@ -104,7 +97,7 @@ def encode_traces(
         if iri in seen:
             continue
         seen.add(iri)
-        yield _Encoded(iri, data, data.count(b"\n"))
+        yield EncodedTrace(iri, data, data.count(b"\n"))
 
 
 class TraceStore(ABC):
@@ -115,7 +108,7 @@ class TraceStore(ABC):
     # --- what each store implements ---------------------------------------------------------------------
 
     @abstractmethod
-    def _write_batch(self, batch: list[_Encoded], *, bulk: bool) -> list[str]:
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[str]:
         """Write whole traces, replacing their graphs; return the IRIs that were already stored."""
 
     @abstractmethod
@@ -167,12 +160,12 @@ class TraceStore(ABC):
         report = PutReport()
         # Reading and encoding (Python) overlap with committing (pyoxigraph or the network, outside the GIL): writer
         # threads commit earlier batches while this thread encodes the next; at most two batches wait in between.
-        batches: queue.Queue[tuple[int, list[_Encoded]] | None] = queue.Queue(maxsize=2)
+        batches: queue.Queue[tuple[int, list[EncodedTrace]] | None] = queue.Queue(maxsize=2)
         failure: list[BaseException] = []
-        done: dict[int, tuple[list[_Encoded], list[str]]] = {}  # batch number -> (traces written, replaced)
+        done: dict[int, tuple[list[EncodedTrace], list[str]]] = {}  # batch number -> (traces written, replaced)
         lock = threading.Lock()
 
-        def commit(number: int, batch: list[_Encoded]) -> None:
+        def commit(number: int, batch: list[EncodedTrace]) -> None:
             try:
                 replaced = self._write_batch(batch, bulk=bulk)
             except StoreError as exc:
@@ -201,7 +194,7 @@ class TraceStore(ABC):
                 thread = threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True)
                 thread.start()
                 threads.append(thread)  # only started threads are joined
-            pending: list[_Encoded] = []
+            pending: list[EncodedTrace] = []
             size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
             for item in encode_traces(traces, base=base, redactor=redactor):
                 if failure:
@@ -233,8 +226,20 @@ class TraceStore(ABC):
         return report
 
     def trace_iris(self) -> list[str]:
-        """IRIs of the stored traces, sorted."""
-        rows = self.select(f"SELECT ?g WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }} ORDER BY ?g")
+        """Names of the graphs that hold traces, sorted: every graph with a node of a ``dspy:`` class (a trace is
+        stored in the graph named by its IRI; a graph named otherwise, or holding a broken trace, is listed too, and
+        a server's own graphs are not)."""
+        rows = self.select(
+            f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {{ ?node a ?class }} FILTER(STRSTARTS(STR(?class), \"{v.DSPY}\")) }} ORDER BY ?g"
+        )
+        return [b["g"]["value"] for b in rows["results"]["bindings"]]
+
+    def graphs_with_several_traces(self) -> list[str]:
+        """Names of the graphs that hold more than one ``dspy:Trace`` node (not what ``export`` writes: loaded by other
+        means), sorted."""
+        rows = self.select(
+            f"SELECT ?g WHERE {{ GRAPH ?g {{ ?trace a <{v.class_iri('Trace')}> }} }} GROUP BY ?g HAVING (COUNT(DISTINCT ?trace) > 1) ORDER BY ?g"
+        )
         return [b["g"]["value"] for b in rows["results"]["bindings"]]
 
     def stats(self) -> dict[str, int]:
@@ -254,130 +259,9 @@ class TraceStore(ABC):
         return counts
 
 
-# --- embedded ------------------------------------------------------------------------------------------------
 
-
-_BULK_MIN_TRIPLES = 5_000
-"""Embedded batches this large go through the bulk loader; smaller ones are a transaction, which writes no files."""
-
-
-class EmbeddedStore(TraceStore):
-    """A persistent pyoxigraph store in a directory (created if missing).
-
-    ``read_only=True`` opens it for queries while another process may be writing to it.
-    """
-
-    writer_threads = 2  # while one batch's index files are ingested (disk), another's are built (CPU)
-
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        self.path = Path(path)
-        self.location = str(self.path)
-        try:
-            if read_only:
-                if not self.path.is_dir():
-                    raise StoreError(f"no store at {self.path} (export traces into it first)")
-                self._store = ox.Store.read_only(str(self.path))
-            else:
-                self.path.mkdir(parents=True, exist_ok=True)
-                self._store = ox.Store(str(self.path))
-        except RuntimeError as exc:  # RocksDB: e.g. a store another process is still creating, or not a store
-            raise StoreError(f"cannot open the store at {self.path}: {exc} (is it still being created, or not a dspy-rdf store?)") from None
-        except OSError as exc:
-            if isinstance(exc, StoreError):
-                raise
-            if "lock" in str(exc).lower():
-                raise StoreLockedError(
-                    f"the store at {self.path} is locked: it is open for writing in another process (another dspy-rdf export?); wait for it to finish "
-                    "(queries can still read it)"
-                ) from None
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
-        self.read_only = read_only
-        if not read_only:
-            # Index files of a bulk batch that a killed export built but never ingested: never part of the store,
-            # only disk space. Holding the write lock, no other process can be building such files now.
-            for leftover in self.path.glob("bulk-*.sst"):
-                if leftover.name[5:-4].isdigit():  # pyoxigraph names them bulk-<random u128>.sst
-                    leftover.unlink(missing_ok=True)
-
-    @property
-    def oxigraph(self) -> ox.Store:
-        """The underlying :class:`pyoxigraph.Store`."""
-        return self._store
-
-    def _write_batch(self, batch: list[_Encoded], *, bulk: bool) -> list[str]:
-        store = self._store
-        replaced = []
-        try:
-            for item in batch:
-                graph = ox.NamedNode(item.iri)
-                if store.contains_named_graph(graph):
-                    store.remove_graph(graph)
-                    replaced.append(item.iri)
-            data = b"".join(item.data for item in batch)
-            # Both are all or nothing for the batch (see the module docstring). lenient: skip re-validating IRIs and
-            # language tags, which the writer already validated (parsing twice as fast).
-            if bulk or sum(item.triples for item in batch) >= _BULK_MIN_TRIPLES:
-                store.bulk_load(data, ox.RdfFormat.N_QUADS, lenient=True)
-            else:
-                store.load(data, ox.RdfFormat.N_QUADS, lenient=True)
-        except OSError as exc:
-            raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
-        return replaced
-
-    def select(self, sparql: str) -> SparqlJson:
-        """Run a SPARQL query with pyoxigraph; return SPARQL 1.1 JSON results."""
-        try:
-            result = self._store.query(sparql)
-        except SyntaxError as exc:
-            raise ValueError(f"not a valid SPARQL query: {exc}") from None
-        if isinstance(result, ox.QueryBoolean):
-            return {"head": {}, "boolean": bool(result)}
-        if not isinstance(result, ox.QuerySolutions):
-            raise ValueError("expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query")
-        names = [var.value for var in result.variables]
-        bindings = []
-        for solution in result:
-            row = {}
-            for name in names:
-                term = solution[name]
-                if term is not None:
-                    row[name] = _term_json(term)
-            bindings.append(row)
-        return {"head": {"vars": names}, "results": {"bindings": bindings}}
-
-    def delete(self, iri: str) -> bool:
-        graph = ox.NamedNode(iri)
-        if not self._store.contains_named_graph(graph):
-            return False
-        self._store.remove_graph(graph)
-        return True
-
-    def dump(self, handle: BinaryIO, *, traces: list[str] | None = None, trig: bool = False) -> int:
-        fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
-        names = traces if traces is not None else self.trace_iris()
-        for iri in names:
-            graph = ox.NamedNode(iri)
-            if not self._store.contains_named_graph(graph):
-                raise StoreError(f"no trace {iri} in the store at {self.path}")
-            quads = self._store.quads_for_pattern(None, None, None, graph)
-            handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
-        return len(names)
-
-    def optimize(self) -> None:
-        """Compact the store's files (RocksDB compaction). Worth it after large loads, above all ``bulk`` ones: on
-        100k LM calls it made canned queries 2 to 5 times faster (``docs/benchmarks.md``)."""
-        try:
-            self._store.optimize()
-        except OSError as exc:
-            raise StoreError(f"optimizing the store at {self.path} failed: {exc}") from None
-
-    def close(self) -> None:
-        if not self.read_only:
-            self._store.flush()
-        del self._store
-
-
-def _term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dict[str, str]:
+def term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dict[str, str]:
+    """One RDF term as a SPARQL 1.1 JSON results term (``xsd:string`` literals without a datatype)."""
     if isinstance(term, ox.NamedNode):
         return {"type": "uri", "value": term.value}
     if isinstance(term, ox.BlankNode):
@@ -405,18 +289,3 @@ def term_value(term: dict[str, str] | None) -> Any:
     if datatype == v.XSD_BOOLEAN:
         return term["value"] in ("true", "1")
     return term["value"]
-
-
-def default_store_target() -> str:
-    """The store to use when none is given: ``$DSPY_RDF_STORE``, else ``.dspy-rdf/store``."""
-    return os.environ.get(STORE_ENV) or str(DEFAULT_STORE)
-
-
-def open_store(target: str | Path | None = None, *, read_only: bool = False) -> TraceStore:
-    """Open a store: an ``http(s)://`` URL is a remote SPARQL 1.1 server, anything else a directory (embedded)."""
-    target = str(target) if target else default_store_target()
-    if target.startswith(("http://", "https://")):
-        from dspy_rdf.remote import RemoteStore
-
-        return RemoteStore(target)
-    return EmbeddedStore(target, read_only=read_only)

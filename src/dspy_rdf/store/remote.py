@@ -39,7 +39,7 @@ import httpx
 import pyoxigraph as ox
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store import SparqlJson, StoreError, TraceStore, _Encoded
+from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, TraceStore
 
 __all__ = [
     "GSP_URL_ENV",
@@ -434,7 +434,7 @@ class RemoteStore(TraceStore):
 
     # --- TraceStore ------------------------------------------------------------------------------------------
 
-    def _write_batch(self, batch: list[_Encoded], *, bulk: bool) -> list[str]:
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[str]:
         """PUT each trace's graph in turn. A :class:`StoreError` from here carries ``written`` and ``replaced``: the
         IRIs of this batch that were stored before it failed."""
         written: list[str] = []
@@ -494,7 +494,7 @@ def _iri_ref(iri: str) -> str:
     return f"<{iri}>"
 
 
-def _ntriples(item: _Encoded) -> bytes:
+def _ntriples(item: EncodedTrace) -> bytes:
     """The trace's N-Quads without their graph term: N-Triples. Every line ends with `` <iri> .\\n`` and a raw
     newline cannot occur inside a term, so that suffix is only ever the graph term."""
     suffix = f" <{item.iri}> .\n".encode()

@@ -1,0 +1,66 @@
+"""Trace stores: one named graph per trace, in an embedded pyoxigraph store on disk or on any SPARQL 1.1 server.
+
+:func:`open_store` takes a directory (embedded, the default) or an ``http(s)://`` URL (remote). Both implement
+:class:`~dspy_rdf.store.base.TraceStore`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dspy_rdf.store.base import (
+    DEFAULT_STORE,
+    STORE_ENV,
+    EncodedTrace,
+    PutReport,
+    SparqlJson,
+    StoreError,
+    StoreLockedError,
+    TraceStore,
+    encode_traces,
+    term_json,
+    term_value,
+)
+from dspy_rdf.store.embedded import EmbeddedStore
+
+__all__ = [
+    "DEFAULT_STORE",
+    "STORE_ENV",
+    "EmbeddedStore",
+    "EncodedTrace",
+    "PutReport",
+    "RemoteStore",
+    "SparqlJson",
+    "StoreError",
+    "StoreLockedError",
+    "TraceStore",
+    "default_store_target",
+    "encode_traces",
+    "open_store",
+    "term_json",
+    "term_value",
+]
+
+
+def default_store_target() -> str:
+    """The store to use when none is given: ``$DSPY_RDF_STORE``, else ``.dspy-rdf/store``."""
+    return os.environ.get(STORE_ENV) or str(DEFAULT_STORE)
+
+
+def open_store(target: str | Path | None = None, *, read_only: bool = False) -> TraceStore:
+    """Open a store: an ``http(s)://`` URL is a remote SPARQL 1.1 server, anything else a directory (embedded)."""
+    target = str(target) if target else default_store_target()
+    if target.startswith(("http://", "https://")):
+        from dspy_rdf.store.remote import RemoteStore  # httpx is imported only for a remote store
+
+        return RemoteStore(target)
+    return EmbeddedStore(target, read_only=read_only)
+
+
+def __getattr__(name: str) -> object:
+    if name == "RemoteStore":  # imported on first use: it needs httpx
+        from dspy_rdf.store.remote import RemoteStore
+
+        return RemoteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

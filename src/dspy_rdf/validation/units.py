@@ -1,0 +1,250 @@
+"""The traces to validate: any input turned into one named graph per trace.
+
+Every rule relates nodes of one trace, so validating two traces as one graph would join them (a tool result of one
+trace "answering" a tool call of another with the same call id). Every input is therefore cut into traces first:
+
+- a named graph is one trace (a store keeps one trace per graph, named by its IRI), unless it holds several
+  ``dspy:Trace`` nodes: then it is cut like the default graph;
+- the default graph (Turtle, N-Triples, or quads without a graph name) is cut by trace: a node belongs to the trace
+  whose IRI its own IRI extends (``<trace>/entry/0/request``: the writer mints node IRIs so), and a node with no
+  such IRI (a blank node, a hand-made IRI) to every trace that reaches it through its links; with one trace node,
+  the whole graph is that trace;
+- triples that belong to no trace are validated together, as one graph outside any trace.
+
+A cut graph becomes one named graph per trace in an in-memory store (:class:`TraceGraphs`), so both engines see the
+same units, whatever the input. A unit's *label* is the trace reports name: its trace IRI, the name of the stored
+graph it is, or ``None`` outside any trace.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyoxigraph as ox
+
+from dspy_rdf import vocab as v
+
+if TYPE_CHECKING:
+    from dspy_rdf.store import TraceStore
+
+__all__ = ["UNTRACED_GRAPH_PREFIX", "TraceGraphBuilder", "TraceGraphs", "dataset_graphs", "split_by_trace", "store_graphs"]
+
+UNTRACED_GRAPH_PREFIX = "urn:x-dspy-rdf:untraced:"
+"""Names of the in-memory graphs that hold triples outside any trace."""
+
+_TYPE = ox.NamedNode(v.RDF_TYPE)
+_TRACE = ox.NamedNode(v.class_iri("Trace"))
+
+Triple = tuple[ox.NamedNode | ox.BlankNode, ox.NamedNode, ox.NamedNode | ox.BlankNode | ox.Literal]
+
+
+@dataclass
+class TraceGraphs:
+    """Traces to validate, each one named graph, in a pyoxigraph store (``oxigraph``: in memory, or on disk at
+    ``path``) or on a SPARQL server (``remote``). ``names`` are the graphs to validate; ``labels`` maps a graph to the
+    trace reports name where that is not the graph itself (``None``: triples outside any trace). ``complete`` is
+    false once :meth:`select` chose some of them (an engine then reads only those, rather than everything);
+    ``writable`` says that the on-disk store is open for writing (flushed before other processes read it)."""
+
+    names: list[str]
+    labels: dict[str, str | None] = field(default_factory=dict)
+    oxigraph: ox.Store | None = None
+    remote: TraceStore | None = None
+    path: Path | None = None
+    complete: bool = True
+    writable: bool = False
+
+    def label(self, graph: str) -> str | None:
+        """The trace a result in ``graph`` is reported in."""
+        return self.labels.get(graph, graph)
+
+    def quads(self, graph: str) -> list[ox.Quad]:
+        """The quads of one graph (in that graph)."""
+        name = ox.NamedNode(graph)
+        if self.oxigraph is not None:
+            return list(self.oxigraph.quads_for_pattern(None, None, None, name))
+        assert self.remote is not None
+        import io
+
+        buffer = io.BytesIO()
+        self.remote.dump(buffer, traces=[graph])
+        return [ox.Quad(q.subject, q.predicate, q.object, name) for q in ox.parse(buffer.getvalue(), ox.RdfFormat.N_QUADS)]
+
+    def traces(self) -> tuple[list[str], int]:
+        """The traces validated (labels that name one, in order) and the number of graphs outside any trace."""
+        labels = [self.label(name) for name in self.names]
+        return [x for x in labels if x is not None], sum(1 for x in labels if x is None)
+
+    def select(self, wanted: Iterable[str]) -> list[str]:
+        """Keep only the graphs whose trace is one of ``wanted``; return the wanted traces that none is."""
+        wanted = list(dict.fromkeys(wanted))
+        keep = set(wanted)
+        self.names = [name for name in self.names if self.label(name) in keep]
+        self.complete = False
+        found = {self.label(name) for name in self.names}
+        return [name for name in wanted if name not in found]
+
+
+def _trace_of_iri(iri: str, traces: set[str]) -> str | None:
+    """The longest trace IRI that ``iri`` is, or extends with ``/...``."""
+    if iri in traces:
+        return iri
+    cut = len(iri)
+    while (cut := iri.rfind("/", 0, cut)) > 0:
+        if iri[:cut] in traces:
+            return iri[:cut]
+    return None
+
+
+def split_by_trace(triples: list[Triple]) -> list[tuple[str | None, list[Triple]]]:
+    """Cut the triples of one graph by trace (see the module docstring): ``(trace IRI or None, triples)`` pairs, the
+    traces sorted, the triples outside any trace last. A node reached from several traces is in each of them."""
+    traces = {s.value for s, p, o in triples if p == _TYPE and o == _TRACE and isinstance(s, ox.NamedNode)}
+    if len(traces) <= 1:
+        return [(next(iter(traces), None), triples)] if triples else []
+    owners: dict[object, set[str]] = {}
+    fixed: set[object] = set()  # nodes whose IRI says their trace
+    links: dict[object, set[object]] = defaultdict(set)
+    for s, _, o in triples:
+        if s not in owners:
+            owner = _trace_of_iri(s.value, traces) if isinstance(s, ox.NamedNode) else None
+            owners[s] = {owner} if owner is not None else set()
+            if owner is not None:
+                fixed.add(s)
+        if not isinstance(o, ox.Literal):
+            links[s].add(o)
+    # nodes without an IRI of their trace belong to every trace that reaches them
+    queue = deque(fixed)
+    while queue:
+        node = queue.popleft()
+        for target in links.get(node, ()):
+            found = owners.get(target)
+            if found is None or target in fixed or owners[node] <= found:
+                continue
+            found |= owners[node]
+            queue.append(target)
+    units: dict[str | None, list[Triple]] = {name: [] for name in sorted(traces)}
+    outside: list[Triple] = []
+    for triple in triples:
+        found = owners[triple[0]]
+        if not found:
+            outside.append(triple)
+        for owner in found:
+            units[owner].append(triple)
+    out: list[tuple[str | None, list[Triple]]] = [(name, part) for name, part in units.items() if part]
+    if outside:
+        out.append((None, outside))
+    return out
+
+
+class TraceGraphBuilder:
+    """Collects quads of any input into an in-memory store with one named graph per trace (see the module docstring).
+
+    A trace seen in two inputs (the same IRI) is one graph: its triples are merged, as a store would merge them.
+    """
+
+    def __init__(self) -> None:
+        self._store = ox.Store()
+        self._labels: dict[str, str | None] = {}
+        self._order: dict[str, None] = {}
+        self._untraced = 0
+
+    def add_graph(self, name: str | None, triples: list[Triple]) -> None:
+        """Add the triples of one input graph (``name`` None: a default graph), cut by trace where needed."""
+        if not triples:
+            return
+        traces = sum(1 for s, p, o in triples if p == _TYPE and o == _TRACE)
+        if name is not None and traces <= 1:
+            self._add(name, name, triples)
+            return
+        for trace, part in split_by_trace(triples):
+            if trace is None:
+                self._untraced += 1
+                self._add(f"{UNTRACED_GRAPH_PREFIX}{self._untraced}", None, part)
+            else:
+                self._add(trace, trace, part)
+
+    def add_quads(self, quads: Iterable[ox.Quad]) -> None:
+        """Add the quads of one input (a file, a dataset), graph by graph."""
+        graphs: dict[str | None, list[Triple]] = defaultdict(list)
+        for q in quads:
+            name = q.graph_name.value if isinstance(q.graph_name, (ox.NamedNode, ox.BlankNode)) else None
+            graphs[name].append((q.subject, q.predicate, q.object))
+        for name, triples in graphs.items():
+            self.add_graph(name, triples)
+
+    def add_trace(self, iri: str, nquads: bytes) -> bool:
+        """Add one exported trace (its N-Quads, all in the graph of its IRI) unless a trace with that IRI was added
+        already: the same content seen again is one trace, as ``export`` writes it once. Return whether it was added."""
+        if iri in self._order:
+            return False
+        self._store.load(nquads, ox.RdfFormat.N_QUADS, lenient=True)
+        self._labels.setdefault(iri, iri)
+        self._order.setdefault(iri, None)
+        return True
+
+    def _add(self, graph: str, label: str | None, triples: list[Triple]) -> None:
+        node = ox.NamedNode(graph)
+        self._store.extend(ox.Quad(s, p, o, node) for s, p, o in triples)
+        self._labels.setdefault(graph, label)
+        self._order.setdefault(graph, None)
+
+    def build(self) -> TraceGraphs:
+        """The traces collected, in the order they were first seen."""
+        labels = {graph: label for graph, label in self._labels.items() if label != graph}
+        return TraceGraphs(names=list(self._order), labels=labels, oxigraph=self._store)
+
+
+def dataset_graphs(dataset: ox.Store) -> TraceGraphs:
+    """The traces of an in-memory pyoxigraph dataset (its named graphs and its default graph), cut by trace."""
+    builder = TraceGraphBuilder()
+    for graph in sorted(dataset.named_graphs(), key=lambda g: g.value):
+        if isinstance(graph, ox.NamedNode):
+            builder.add_graph(graph.value, [(q.subject, q.predicate, q.object) for q in dataset.quads_for_pattern(None, None, None, graph)])
+    builder.add_graph(None, [(q.subject, q.predicate, q.object) for q in dataset.quads_for_pattern(None, None, None, ox.DefaultGraph())])
+    return builder.build()
+
+
+def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[TraceGraphs]:
+    """The traces of a store: its trace graphs where they are (on disk or on the server), and, in memory, the graphs
+    that hold several traces and an embedded store's default graph, cut by trace. ``traces`` selects some; a trace
+    that is in none raises :class:`~dspy_rdf.store.StoreError`."""
+    from dspy_rdf.store import StoreError
+
+    names = store.trace_iris()
+    shared = set(store.graphs_with_several_traces())
+    oxigraph = getattr(store, "oxigraph", None)
+    in_place = TraceGraphs(
+        names=[name for name in names if name not in shared],
+        oxigraph=oxigraph,
+        remote=None if oxigraph is not None else store,
+        path=getattr(store, "path", None),
+        writable=not getattr(store, "read_only", True),
+    )
+    parts = [in_place]
+    builder = TraceGraphBuilder()
+    cut = False
+    for name in sorted(shared):
+        builder.add_graph(name, [(q.subject, q.predicate, q.object) for q in in_place.quads(name)])
+        cut = True
+    if oxigraph is not None:
+        default = [(q.subject, q.predicate, q.object) for q in oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph())]
+        if default:
+            builder.add_graph(None, default)
+            cut = True
+    if cut:
+        parts.append(builder.build())
+    if traces is not None:
+        missing = set(dict.fromkeys(traces))
+        for part in parts:
+            missing &= set(part.select(traces))
+        if missing:
+            first = next(name for name in traces if name in missing)
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise StoreError(f"no trace {first} in the store at {store.location}{more}")
+    return [part for part in parts if part.names]
+
