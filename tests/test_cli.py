@@ -146,7 +146,7 @@ def test_from_forces_a_source_format_and_says_when_the_input_is_not_that(tmp_pat
     assert main(["export", str(DATA / "request_all_parts.json"), "-o", str(out), "--from", "lm15", "--strict"]) == 2
     assert "field request: unknown field(s) metadata on an lm15 request" in capsys.readouterr().err
     assert main(["export", str(DATA / "dspy341_react_trajectory.json"), "-o", str(out), "--from", "lm15", "--strict"]) == 2
-    assert "this is not a DSPy 3.4 lm15 Request, Response, Message or part (forced with --from lm15)" in capsys.readouterr().err
+    assert "this is not a DSPy 3.4 lm15 Request, Response, Message or part, or {request, response} (forced with --from lm15)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("fmt", ["ttl", "trig", "nq"])

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import entry_to_json, request_to_json, response_to_json
+from dspy_rdf.sources.dspy33 import entry_to_json, request_to_json, response_to_json
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.sources.history_dict import FILLED_KEY, LEGACY_UUID_NAMESPACE, entry_from_history_dict, is_history_dict
 

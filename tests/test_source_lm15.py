@@ -20,7 +20,7 @@ import pytest
 from dspy.core.types import LMRequest, LMResponse
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import request_from_json, request_to_json, response_from_json, response_to_json
+from dspy_rdf.sources.dspy33 import request_from_json, request_to_json, response_from_json, response_to_json
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.sources.lm15 import (
     LM15_PART_TYPES,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import request_to_json, response_to_json
+from dspy_rdf.sources.dspy33 import request_to_json, response_to_json
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.sources.openai_chat import (
     config_from_kwargs,

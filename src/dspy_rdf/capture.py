@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
-from dspy_rdf.dspy33 import entry_from_json
+from dspy_rdf.sources.dspy33 import entry_from_json
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.history_dict import entry_from_history_dict

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspy_rdf import dspy33
+from dspy_rdf.sources import dspy33
 from dspy_rdf import model as m
 from dspy_rdf.fields import check_keys, expect_object, get_bool, get_int, get_json_object, get_list, get_str
 from dspy_rdf.errors import TraceInputError

@@ -28,71 +28,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspy_rdf import dspy33, fields
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.fields import check_keys, kind_of
 from dspy_rdf.run_json import redactions_from_json
-from dspy_rdf.sources import trajectory
+from dspy_rdf.sources import SOURCES, ReadOptions, dspy33, source_for, trajectory
 
 __all__ = ["detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 
 ENVELOPE_KEY = "dspy_rdf_kind"
 _ENVELOPE_KINDS = ("request_response", "program_run")
 _CONTENT = "content"
-_OPENAI_KINDS = {"openai_request": "lm_request", "openai_response": "lm_response", "openai_exchange": "request_response"}
 
 
-# --- detection -------------------------------------------------------------------------------------------
+# --- detection ---------------------------------------------------------------------------------------------
 
 
-def _detect_one(value: Any) -> tuple[str, str] | None:
-    """(source_format, source_kind) of a JSON object, or None when no reader claims it."""
-    from dspy_rdf.sources.history_dict import is_history_dict
-    from dspy_rdf.sources.lm15 import detect_lm15
-    from dspy_rdf.sources.openai_chat import detect_openai
-
-    if not isinstance(value, dict):
+def _envelope(value: Any) -> tuple[str, str] | None:
+    """(source_format, source_kind) of a dspy-rdf envelope (``{"dspy_rdf_kind": ...}``), or None."""
+    if not isinstance(value, dict) or ENVELOPE_KEY not in value:
         return None
-    if ENVELOPE_KEY in value:
-        kind, fmt = value[ENVELOPE_KEY], value.get("source_format", "dspy33")
-        if fmt in m.SOURCE_FORMATS and (kind in _ENVELOPE_KINDS or (kind in m.SOURCE_KINDS and _CONTENT in value)):
-            return fmt, kind
-        return None
-    if trajectory.is_trajectory(value):
-        return "react_trajectory", "trajectory"
-    if (kind := detect_lm15(value)) is not None:
-        return "lm15", kind
-    if is_history_dict(value):
-        return "history_dict", "lm_history_entry"
-    if (kind := detect_openai(value)) is not None:
-        return "openai_chat", _OPENAI_KINDS[kind]
-    try:
-        return "dspy33", dspy33.detect_kind(value)
-    except TraceInputError:
-        return None
+    kind, fmt = value[ENVELOPE_KEY], value.get("source_format", "dspy33")
+    if fmt in m.SOURCE_FORMATS and (kind in _ENVELOPE_KINDS or (kind in m.SOURCE_KINDS and _CONTENT in value)):
+        return fmt, kind
+    return None
 
 
 def detect_source(value: Any) -> tuple[m.SourceFormat, m.SourceKind]:
     """Say which DSPy shape a parsed JSON value is, as ``(source_format, source_kind)``, or raise
     :class:`TraceInputError` listing the shapes that are understood."""
-    if isinstance(value, list):
-        if not value:
-            raise TraceInputError("an empty list holds no history entries")
-        first = _detect_one(value[0])
-        if first is not None and first[1] == "lm_history_entry":
-            return first[0], "lm_history"
-    elif (found := _detect_one(value)) is not None:
+    if isinstance(value, dict) and ENVELOPE_KEY in value:
+        found = _envelope(value)
+        if found is None:
+            raise TraceInputError(f"field {ENVELOPE_KEY}: {value.get(ENVELOPE_KEY)!r} is not a dspy-rdf trace kind of a known source format")
         return found
+    for source in SOURCES:
+        if (kind := source.detect(value)) is not None:
+            return source.format, kind
+    if isinstance(value, list) and not value:
+        raise TraceInputError("an empty list holds no history entries")
     if isinstance(value, dict):
         keys = ", ".join(sorted(map(str, value))[:10]) or "none"
         what = f"a JSON object with keys {keys}"
+    elif isinstance(value, list):
+        what = "a list whose items are not all lm.history entries"
     else:
-        what = fields.kind_of(value)
-    raise TraceInputError(
-        f"cannot tell what DSPy object this is ({what}); expected a DSPy 3.3 LMHistoryEntry, LMRequest, LMResponse, "
-        "LMMessage or LMPart, a DSPy 3.4 lm15 Request, Response, Message or part, an lm.history entry dict (or a list "
-        "of them), an OpenAI chat-completions request or response, or a dspy.ReAct trajectory"
-    )
+        what = kind_of(value)
+    shapes = "; ".join(source.description for source in sorted(SOURCES, key=lambda source: source is not dspy33.SOURCE))
+    raise TraceInputError(f"cannot tell what DSPy object this is ({what}); expected {shapes}")
 
 
 # --- JSON -> trace -----------------------------------------------------------------------------------------
@@ -113,7 +96,7 @@ def trace_from_json(
     2.5.3, and ``DummyLM`` up to 3.1); what was filled in is recorded in the entry's ``extra_fields``.
     """
     fmt, kind = detect_source(value) if source_format is None else _kind_within(value, source_format)
-    trace = _read(value, fmt, kind, model=model, timestamp=timestamp)
+    trace = _read(value, fmt, kind, ReadOptions(model=model, timestamp=timestamp))
     trace.source_index = source_index
     return trace
 
@@ -121,91 +104,52 @@ def trace_from_json(
 def _kind_within(value: Any, source_format: str) -> tuple[str, str]:
     if source_format not in m.SOURCE_FORMATS:
         raise TraceInputError(f"unknown source format {source_format!r}; expected one of {', '.join(m.SOURCE_FORMATS)}")
-    if source_format == "history_dict":
-        return source_format, "lm_history" if isinstance(value, list) else "lm_history_entry"
-    if source_format == "react_trajectory":
-        return source_format, "trajectory"
-    if source_format == "dspy33":
-        return source_format, dspy33.detect_kind(value)
-    if source_format == "lm15":
-        from dspy_rdf.sources.lm15 import lm15_kind
-
-        kind = lm15_kind(value)  # by shape: forced lm15 JSON need not carry an lm15-only mark
-    elif source_format == "openai_chat":
-        from dspy_rdf.sources.openai_chat import detect_openai
-
-        kind = _OPENAI_KINDS.get(detect_openai(value) or "")
-    else:
-        kind = value.get(ENVELOPE_KEY) if isinstance(value, dict) else None
+    found = _envelope(value)
+    if found is not None and found[0] == source_format:
+        return found
+    source = source_for(source_format)
+    kind = source.shape(value) if source is not None else None
     if kind is None:
-        raise TraceInputError(f"this is not {_FORMAT_NAMES[source_format]} (forced with --from {source_format})")
+        what = source.description if source is not None else "a dspy-rdf program run"
+        raise TraceInputError(f"this is not {what} (forced with --from {source_format})")
     return source_format, kind
 
 
-_FORMAT_NAMES = {
-    "dspy33": "DSPy 3.3 JSON",
-    "lm15": "a DSPy 3.4 lm15 Request, Response, Message or part",
-    "history_dict": "an lm.history entry dict",
-    "openai_chat": "an OpenAI chat-completions request or response",
-    "react_trajectory": "a dspy.ReAct trajectory",
-    "dspy_callback": "a dspy-rdf program run",
-}
+def _read(value: Any, fmt: str, kind: str, options: ReadOptions) -> m.Trace:
+    if isinstance(value, dict) and ENVELOPE_KEY in value:
+        return _read_envelope(value, fmt, kind)
+    source = source_for(fmt)
+    if source is None:
+        raise TraceInputError(f"a {kind} cannot be read as {fmt}")
+    trace = source.read(value, kind, options)
+    trace.source_format = fmt
+    return trace
 
 
-def _read(value: Any, fmt: str, kind: str, **fill: str | None) -> m.Trace:
-    trace = m.Trace(source_kind=kind, source_format=fmt)
-    if isinstance(value, dict) and ENVELOPE_KEY in value and _CONTENT in value:
-        fields.check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", _CONTENT}), "", "a dspy-rdf trace envelope")
-        if kind == "trajectory":
-            trace.messages = trajectory.messages_from_trajectory(value[_CONTENT])
-        else:
-            trace = dspy33.trace_from_json(value[_CONTENT])
-        if trace.source_kind != kind:
-            raise TraceInputError(f"field {_CONTENT}: holds a {trace.source_kind}, but {ENVELOPE_KEY} says {kind}")
-        trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
-    elif fmt == "dspy33" and kind not in _ENVELOPE_KINDS:
-        trace = dspy33.trace_from_json(value)
-    elif fmt == "react_trajectory":
-        trace.messages = trajectory.messages_from_trajectory(value)
-    elif kind == "program_run":
+def _read_envelope(value: dict[str, Any], fmt: str, kind: str) -> m.Trace:
+    """A dspy-rdf envelope: canonical (DSPy 3.3) JSON of content read from another shape, or a kind DSPy has no
+    object for (``request_response``, ``program_run``)."""
+    if kind == "program_run":
         from dspy_rdf.run_json import run_from_json
 
         trace = run_from_json(value)
-    elif kind == "request_response" and ENVELOPE_KEY in value:
+        trace.source_format = fmt
+        return trace
+    if kind == "request_response" and _CONTENT not in value:
+        check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", "request", "response"}), "", "a dspy-rdf trace envelope")
+        trace = m.Trace(source_kind=kind, source_format=fmt)
         trace.request = dspy33.request_from_json(value.get("request"), "request")
         trace.response = dspy33.response_from_json(value.get("response"), "response")
         trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
-    elif fmt == "lm15":
-        from dspy_rdf.sources import lm15
-
-        if kind == "lm_request":
-            trace.request = lm15.request_from_lm15(value)
-        elif kind == "lm_response":
-            trace.response = lm15.response_from_lm15(value)
-        elif kind == "lm_message":
-            trace.messages = [lm15.message_from_lm15(value, "message")]
-        else:
-            trace.parts = [lm15.part_from_lm15(value, "part")]
-    elif fmt == "history_dict":
-        from dspy_rdf.sources.history_dict import entry_from_history_dict
-
-        if kind == "lm_history":
-            if not isinstance(value, list):
-                raise TraceInputError(f"expected a list of history entries, got {fields.kind_of(value)}")
-            trace.entries = [entry_from_history_dict(e, f"[{i}]", **fill) for i, e in enumerate(value)]
-        else:
-            trace.entries = [entry_from_history_dict(value, **fill)]
-    elif fmt == "openai_chat":
-        from dspy_rdf.sources import openai_chat
-
-        if kind == "request_response":
-            trace.request, trace.response = openai_chat.exchange_from_openai(value)
-        elif kind == "lm_request":
-            trace.request = openai_chat.request_from_openai(value)
-        else:
-            trace.response = openai_chat.response_from_openai(value)
+        return trace
+    check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", _CONTENT}), "", "a dspy-rdf trace envelope")
+    if kind == "trajectory":
+        trace = m.Trace(source_kind=kind, messages=trajectory.messages_from_trajectory(value[_CONTENT]))
     else:
-        raise TraceInputError(f"a {kind} cannot be read as {_FORMAT_NAMES.get(fmt, fmt)}")
+        trace = dspy33.trace_from_json(value[_CONTENT])
+    if trace.source_kind != kind:
+        raise TraceInputError(f"field {_CONTENT}: holds a {trace.source_kind}, but {ENVELOPE_KEY} says {kind}")
+    trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
     trace.source_format = fmt
     return trace
 

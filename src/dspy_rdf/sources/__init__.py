@@ -1,1 +1,30 @@
-"""Readers of the DSPy shapes other than DSPy 3.3 typed JSON; each turns one shape into the canonical model."""
+"""Every shape a DSPy user holds a trace in, behind one contract (:class:`~dspy_rdf.sources.base.Source`) and one
+registry.
+
+:data:`SOURCES` lists the sources in the order detection asks them: the shapes with marks of their own first, DSPy
+3.3's typed JSON (which has none) last. Adding a source is one module with a ``SOURCE`` and one line here.
+"""
+
+from __future__ import annotations
+
+from dspy_rdf import model as m
+from dspy_rdf.sources import dspy33, history_dict, lm15, openai_chat, trajectory
+from dspy_rdf.sources.base import ReadOptions, Source
+
+__all__ = ["SOURCES", "ReadOptions", "Source", "source_for"]
+
+SOURCES: tuple[Source, ...] = (
+    trajectory.SOURCE,
+    lm15.SOURCE,
+    history_dict.SOURCE,
+    openai_chat.SOURCE,
+    dspy33.SOURCE,
+)
+"""The sources, in detection order."""
+
+_BY_FORMAT = {source.format: source for source in SOURCES}
+
+
+def source_for(source_format: m.SourceFormat) -> Source | None:
+    """The source of a ``source_format``, or None for formats no source reads (``dspy_callback``: dspy-rdf's own)."""
+    return _BY_FORMAT.get(source_format)

@@ -60,6 +60,8 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.fields import check_datetime, expect_object, fail, get_float, get_str, kind_of
+from dspy_rdf.sources.base import ReadOptions, Source
+from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
 from dspy_rdf.sources.openai_chat import (
     citation_from_provider,
     config_from_kwargs,
@@ -69,7 +71,7 @@ from dspy_rdf.sources.openai_chat import (
     usage_from_openai,
 )
 
-__all__ = ["FILLED_KEY", "LEGACY_UUID_NAMESPACE", "entry_from_history_dict", "is_history_dict", "output_from_legacy"]
+__all__ = ["FILLED_KEY", "LEGACY_UUID_NAMESPACE", "SOURCE", "entry_from_history_dict", "is_history_dict", "output_from_legacy"]
 
 LEGACY_UUID_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, "urn:dspy-rdf:legacy-history-entry")
 """The uuid5 namespace of the uuids derived for entries that have none."""
@@ -86,13 +88,6 @@ _READ_KEYS = frozenset(
 _RENAMED = ("provider_response", "legacy_usage", "legacy_prompt", "lm15_request", "legacy_kwargs", FILLED_KEY)
 
 
-def _is_dspy33_typed_entry(value: dict[str, Any]) -> bool:
-    """DSPy 3.3's ``LMHistoryEntry`` JSON (``model_dump`` or ``to_dict``): a typed request and an
-    ``LMResponse`` with ``outputs``; the DSPy 3.3 reader takes those."""
-    response = value.get("response")
-    return isinstance(value.get("request"), dict) and isinstance(response, dict) and "outputs" in response
-
-
 def is_history_dict(value: Any) -> bool:
     """Whether ``value`` is a legacy ``lm.history`` entry dict (DSPy 2.5 to 3.4): ``outputs`` next to
     ``messages``, ``prompt`` or ``request``, and not DSPy 3.3 typed ``LMHistoryEntry`` JSON. Never raises."""
@@ -100,7 +95,7 @@ def is_history_dict(value: Any) -> bool:
         isinstance(value, dict)
         and "outputs" in value
         and bool(_ASKED_KEYS & value.keys())
-        and not _is_dspy33_typed_entry(value)
+        and not is_typed_entry(value)
     )
 
 
@@ -217,7 +212,7 @@ def entry_from_history_dict(
     p = path or "entry"
     prefix = f"{path}." if path else ""
     d = expect_object(value, p)
-    if _is_dspy33_typed_entry(d):
+    if is_typed_entry(d):
         raise fail(p, "this is a DSPy 3.3 typed LMHistoryEntry (request + response with outputs); read it as DSPy 3.3 JSON")
     if "outputs" not in d:
         raise fail(f"{prefix}outputs", "is required: a history entry records what the LM returned")
@@ -275,3 +270,37 @@ def entry_from_history_dict(
         extra_fields=extra,
     )
 
+
+
+class _HistoryDict(Source):
+    format = "history_dict"
+    description = "an lm.history entry dict (or a list of them, typed entries mixed in), DSPy 2.5 to 3.4"
+
+    def detect(self, value: Any) -> m.SourceKind | None:
+        if isinstance(value, list):
+            # one dspy.LM writes dicts and, for calls under experimental=True, typed entries into one history
+            entries = value and all(is_history_dict(e) or is_typed_entry(e) for e in value)
+            return "lm_history" if entries and any(map(is_history_dict, value)) else None
+        return "lm_history_entry" if is_history_dict(value) else None
+
+    def shape(self, value: Any) -> m.SourceKind | None:
+        if isinstance(value, list):
+            return "lm_history"
+        return "lm_history_entry" if isinstance(value, dict) else None
+
+    def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
+        fill = {"model": options.model, "timestamp": options.timestamp}
+        if kind == "lm_history":
+            if not isinstance(value, list):
+                raise fail("", f"expected a list of history entries, got {kind_of(value)}")
+            entries = [
+                entry_from_json(e, f"[{i}]") if is_typed_entry(e) else entry_from_history_dict(e, f"[{i}]", **fill)
+                for i, e in enumerate(value)
+            ]
+        else:
+            entries = [entry_from_history_dict(value, **fill)]
+        return m.Trace(source_kind=kind, source_format=self.format, entries=entries)
+
+
+SOURCE = _HistoryDict()
+"""``lm.history`` entries as dicts, every DSPy version."""

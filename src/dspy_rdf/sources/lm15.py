@@ -83,9 +83,11 @@ from typing import Any
 from dspy_rdf import model as m
 from dspy_rdf.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = [
     "LM15_KEY",
+    "SOURCE",
     "LM15_PART_TYPES",
     "detect_lm15",
     "lm15_kind",
@@ -751,3 +753,43 @@ def lm15_to_json(obj: Any) -> tuple[str, Any]:
     if isinstance(obj, part_classes):
         return "lm_part", serde.part_to_dict(obj)
     raise TraceInputError(f"expected an lm15 Request, Response, Message or part, got {type(obj).__name__}")
+
+
+def _pair(value: Any, *, marked: bool) -> bool:
+    """``{"request": <lm15 Request>, "response": <lm15 Response>}``, as lm15's serde writes the two halves of one call."""
+    if not isinstance(value, dict) or value.keys() != {"request", "response"}:
+        return False
+    request, response = value["request"], value["response"]
+    if lm15_kind(request) != "lm_request" or lm15_kind(response) != "lm_response":
+        return False
+    return not marked or detect_lm15(response) == "lm_response" or detect_lm15(request) == "lm_request"
+
+
+class _Lm15(Source):
+    format = "lm15"
+    description = "a DSPy 3.4 lm15 Request, Response, Message or part, or {request, response}"
+
+    def detect(self, value: Any) -> m.SourceKind | None:
+        return "request_response" if _pair(value, marked=True) else detect_lm15(value)
+
+    def shape(self, value: Any) -> m.SourceKind | None:
+        return "request_response" if _pair(value, marked=False) else lm15_kind(value)
+
+    def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
+        trace = m.Trace(source_kind=kind, source_format=self.format)
+        if kind == "request_response":
+            trace.request = request_from_lm15(value["request"], "request")
+            trace.response = response_from_lm15(value["response"], "response")
+        elif kind == "lm_request":
+            trace.request = request_from_lm15(value)
+        elif kind == "lm_response":
+            trace.response = response_from_lm15(value)
+        elif kind == "lm_message":
+            trace.messages = [message_from_lm15(value, "message")]
+        else:
+            trace.parts = [part_from_lm15(value, "part")]
+        return trace
+
+
+SOURCE = _Lm15()
+"""DSPy 3.4's lm15 objects, as lm15's serde writes them."""

@@ -60,11 +60,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from dspy_rdf import model as m
-from dspy_rdf.dspy33 import check_logprobs, check_stop, part_from_json, usage_from_json
+from dspy_rdf.sources.base import ReadOptions, Source
+from dspy_rdf.sources.dspy33 import check_logprobs, check_stop, part_from_json, usage_from_json
 from dspy_rdf.fields import expect_object, fail, get_bool, get_float, get_int, get_json_object, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
 
 __all__ = [
+    "SOURCE",
     "citation_from_provider",
     "config_from_kwargs",
     "detect_openai",
@@ -953,3 +955,28 @@ def exchange_from_openai(value: Any, path: str = "") -> tuple[m.LMRequest, m.LMR
             raise fail(f"{prefix}{key}", "is required")
     request = request_from_openai(d["request"], f"{prefix}request")
     return request, response_from_openai(d["response"], f"{prefix}response", request_model=request.model)
+
+
+_KINDS = {"openai_request": "lm_request", "openai_response": "lm_response", "openai_exchange": "request_response"}
+
+
+class _OpenAIChat(Source):
+    format = "openai_chat"
+    description = "an OpenAI chat-completions request or response, or {request, response}"
+
+    def detect(self, value: Any) -> m.SourceKind | None:
+        return _KINDS.get(detect_openai(value) or "")
+
+    def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
+        trace = m.Trace(source_kind=kind, source_format=self.format)
+        if kind == "request_response":
+            trace.request, trace.response = exchange_from_openai(value)
+        elif kind == "lm_request":
+            trace.request = request_from_openai(value)
+        else:
+            trace.response = response_from_openai(value)
+        return trace
+
+
+SOURCE = _OpenAIChat()
+"""OpenAI chat-completions payloads."""

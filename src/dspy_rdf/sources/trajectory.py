@@ -22,8 +22,9 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.sources.base import ReadOptions, Source
 
-__all__ = ["call_id_for_step", "is_trajectory", "messages_from_trajectory", "trajectory_to_json"]
+__all__ = ["SOURCE", "call_id_for_step", "is_trajectory", "messages_from_trajectory", "trajectory_to_json"]
 
 _KEY = re.compile(r"(thought|tool_name|tool_args|observation)_(0|[1-9][0-9]*)")
 _FIELDS = ("thought", "tool_name", "tool_args", "observation")
@@ -118,3 +119,21 @@ def trajectory_to_json(messages: list[m.LMMessage]) -> dict[str, Any]:
                 text = "".join(p.text for p in part.content if isinstance(p, m.LMTextPart))
                 out[f"observation_{step}"] = json.loads(text) if part.metadata.get("observation_json") else text
     return out
+
+
+class _Trajectory(Source):
+    format = "react_trajectory"
+    description = "a dspy.ReAct trajectory (thought_i, tool_name_i, tool_args_i, observation_i)"
+
+    def detect(self, value: Any) -> m.SourceKind | None:
+        return "trajectory" if is_trajectory(value) else None
+
+    def shape(self, value: Any) -> m.SourceKind | None:
+        return "trajectory" if isinstance(value, dict) else None
+
+    def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
+        return m.Trace(source_kind="trajectory", source_format=self.format, messages=messages_from_trajectory(value))
+
+
+SOURCE = _Trajectory()
+"""dspy.ReAct trajectories."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.sources.base import ReadOptions, Source
 from dspy_rdf.fields import (
     check_datetime,
     check_keys,
@@ -30,7 +31,7 @@ from dspy_rdf.fields import (
     kind_of,
 )
 
-__all__ = ["detect_kind", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
+__all__ = ["SOURCE", "detect_kind", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 
 _SOURCE_KEYS = ("media_type", "data", "url", "file_id", "path")
 
@@ -523,3 +524,43 @@ def trace_to_dspy(trace: m.Trace) -> Any:
         return [LMHistoryEntry.model_validate(e) for e in data]
     cls = {"lm_history_entry": LMHistoryEntry, "lm_request": LMRequest, "lm_response": LMResponse}[trace.source_kind]
     return cls.model_validate(data)
+
+
+def is_typed_entry(value: Any) -> bool:
+    """DSPy 3.3's ``LMHistoryEntry`` JSON (``model_dump`` or ``to_dict``): a request object and a response with
+    ``outputs``. Never raises."""
+    if not isinstance(value, dict):
+        return False
+    response = value.get("response")
+    return isinstance(value.get("request"), dict) and isinstance(response, dict) and "outputs" in response
+
+
+def _is_pair(value: Any) -> bool:
+    if not isinstance(value, dict) or value.keys() != {"request", "response"}:
+        return False
+    request, response = value["request"], value["response"]
+    return isinstance(request, dict) and "messages" in request and isinstance(response, dict) and "outputs" in response
+
+
+class _Dspy33(Source):
+    format = "dspy33"
+    description = "a DSPy 3.3 LMHistoryEntry, LMRequest, LMResponse, LMMessage or LMPart (or a list of history entries)"
+
+    def detect(self, value: Any) -> m.SourceKind | None:
+        if isinstance(value, list):
+            return "lm_history" if value and all(map(is_typed_entry, value)) else None
+        if _is_pair(value):
+            return "request_response"
+        try:
+            return detect_kind(value)
+        except TraceInputError:
+            return None
+
+    def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
+        if kind == "request_response":
+            return m.Trace(source_kind=kind, request=request_from_json(value["request"]), response=response_from_json(value["response"]))
+        return trace_from_json(value)
+
+
+SOURCE = _Dspy33()
+"""DSPy 3.3's typed LM objects, as ``model_dump(mode="json")`` writes them."""
