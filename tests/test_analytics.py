@@ -26,6 +26,7 @@ from dspy_rdf.analytics import (
     sparql_term,
 )
 from dspy_rdf.capture import MemorySink, TraceRecorder
+from lms import EchoLM
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore
@@ -60,6 +61,10 @@ EXPECTED_COLUMNS = {
     "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "call"],
     "tool_calls_not_offered": ["trace", "tool", "call", "request"],
     "duplicate_tool_call_ids": ["trace", "holder", "call_id", "calls"],
+    "program_scores": [
+        "program", "program_class", "evaluations", "best_score", "mean_score", "evaluation_lm_calls", "evaluation_input_tokens",
+        "evaluation_output_tokens", "evaluation_cost", "compilations", "compile_lm_calls", "compile_cost",
+    ],
 }
 
 
@@ -108,7 +113,18 @@ def recorded_runs() -> list[m.Trace]:
     tools_lm = DummyLM([{"tool_calls": {"tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}}, {"name": "divide", "args": {"a": 1, "b": 0}}]}}])
     with dspy.context(lm=tools_lm, callbacks=[recorder]):
         CallTools()(question="1+2 and 1/0")
-    assert recorder.errors == [] and len(sink.traces) == 2
+    # an optimizer run, then two evaluations of what it returned (the real dspy.LM, offline)
+    devset = [dspy.Example(question=f"say {w}", answer=w).with_inputs("question") for w in ("a", "b", "c", "d")]
+
+    def exact(example, prediction, trace=None):
+        return example.answer == prediction.answer
+
+    with dspy.context(lm=EchoLM(), callbacks=[recorder]):
+        compiled = dspy.BootstrapFewShot(metric=exact, max_bootstrapped_demos=2, max_labeled_demos=2).compile(dspy.Predict("question -> answer"), trainset=devset)
+        dspy.Evaluate(devset=devset, metric=exact, num_threads=2, display_progress=False)(compiled)
+        dspy.Evaluate(devset=devset[:2], metric=exact, num_threads=1, display_progress=False)(compiled)
+        dspy.Evaluate(devset=devset[:2], metric=exact, num_threads=1, display_progress=False)(dspy.Predict("question -> answer"))
+    assert recorder.errors == [] and len(sink.traces) == 6
     return sink.traces
 
 
@@ -141,6 +157,10 @@ def hostile_run(name: str, day: int) -> m.Trace:
                 pairing="call_id",
                 started_at=f"2031-01-{day:02d}T10:00:04+00:00",
                 ended_at=f"2031-01-{day:02d}T10:00:0{day % 5 + 5}+00:00",
+            ),
+            m.EvaluateCall(  # an evaluation of a program whose fingerprint is the hostile name
+                parent_call=0, program_fingerprint=name, program_class=name, metric=name, devset_size=1, score=50.0,
+                started_at=f"2031-01-{day:02d}T10:00:04+00:00", ended_at=f"2031-01-{day:02d}T10:00:05+00:00",
             ),
         ],
     )
@@ -342,7 +362,8 @@ def test_lm_calls_per_module(store, traces):
         assert r["total_seconds"] == pytest.approx(sum(spans), abs=1e-6)
         assert r["mean_seconds"] == pytest.approx(sum(spans) / len(spans), abs=1e-6)
         assert r["max_seconds"] == pytest.approx(max(spans), abs=1e-6)
-    assert {r["module_class"]: r["lm_calls"] for r in rows}["dspy.predict.predict.Predict"] == 5  # 4 ReAct turns + CallTools
+    # 4 ReAct turns + CallTools + 2 bootstrapped demos + 4 + 2 + 2 evaluated examples
+    assert {r["module_class"]: r["lm_calls"] for r in rows}["dspy.predict.predict.Predict"] == 15
 
 
 def test_slowest_tool_executions(store, traces):
@@ -434,6 +455,45 @@ def test_duplicate_tool_call_ids(store, traces):
     for r in rows:
         got[(r["trace"], r["call_id"])] += r["calls"]
     assert dict(got) == expected and expected
+
+
+def test_program_scores(store, traces):
+    def below(trace, index, ancestor):
+        current = trace.calls[index].parent_call
+        while current is not None:
+            if current == ancestor:
+                return True
+            current = trace.calls[current].parent_call
+        return False
+
+    def totals(trace, index):
+        lm = [c for i, c in enumerate(trace.calls) if isinstance(c, m.LMCall) and below(trace, i, index)]
+        usage = [c.entry.response.usage for c in lm if c.entry is not None and c.entry.response.usage is not None]
+        return len(lm), sum(u.input_tokens or 0 for u in usage), sum(u.output_tokens or 0 for u in usage), sum(c.entry.response.cost or 0 for c in lm if c.entry)
+
+    expected: dict[str, dict] = {}
+    for trace in traces:
+        for index, call in enumerate(trace.calls):
+            if isinstance(call, m.EvaluateCall):
+                row = expected.setdefault(call.program_fingerprint, {"scores": [], "eval": [0, 0, 0, 0.0], "compilations": 0, "compile": [0, 0.0]})
+                row["scores"].append(call.score)
+                row["eval"] = [a + b for a, b in zip(row["eval"], totals(trace, index))]
+            elif isinstance(call, m.CompileCall) and call.parent_call is None:
+                row = expected.setdefault(call.program_fingerprint, {"scores": [], "eval": [0, 0, 0, 0.0], "compilations": 0, "compile": [0, 0.0]})
+                row["compilations"] += 1
+                calls, _, _, cost = totals(trace, index)
+                row["compile"] = [row["compile"][0] + calls, row["compile"][1] + cost]
+    rows = {r["program"]: r for r in run_query(store, "program_scores").records()}
+    assert set(rows) == set(expected) and len(expected) == 2 + len(HOSTILE)
+    for program, want in expected.items():
+        got = rows[program]
+        assert got["evaluations"] == len(want["scores"]) and got["best_score"] == (max(want["scores"]) if want["scores"] else None)
+        assert [got["evaluation_lm_calls"], got["evaluation_input_tokens"], got["evaluation_output_tokens"]] == want["eval"][:3]
+        assert got["evaluation_cost"] == pytest.approx(want["eval"][3])
+        assert (got["compilations"], got["compile_lm_calls"]) == (want["compilations"], want["compile"][0])
+        assert got["compile_cost"] == pytest.approx(want["compile"][1])
+    compiled = next(p for p, w in expected.items() if w["compilations"])
+    assert expected[compiled]["scores"] == [100.0, 100.0] and expected[compiled]["eval"][0] == 6
 
 
 def test_part_kinds_and_tokens_per_model_still_serve_the_demo(store, traces):

@@ -106,10 +106,12 @@ def dspy_entry(value: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, 
 
 
 def strip_kept(response: dict[str, Any]) -> dict[str, Any]:
-    """Remove the one place where our response keeps more than DSPy: the text of a tool call that was
-    written as its str() (DSPy's live object had no such text)."""
+    """Remove the two places where our response keeps more than DSPy: the text of a tool call that was
+    written as its str() (DSPy's live object had no such text), and the finish reasons read from the provider's
+    response (DSPy's own reading of a legacy entry leaves them out)."""
     response = copy.deepcopy(response)
     for output in response["outputs"]:
+        output["finish_reason"], output["truncated"] = None, False
         for part in output["parts"]:
             if part["type"] == "tool_call":
                 part["provider_data"].pop("repr", None)

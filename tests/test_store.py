@@ -77,16 +77,39 @@ def test_a_trace_seen_again_at_another_position_replaces_its_graph(store):
     assert back.source_index == 41
 
 
+def walk(obj):
+    """Every dataclass object inside ``obj``."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        yield obj
+        for f in dataclasses.fields(obj):
+            yield from walk(getattr(obj, f.name))
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from walk(item)
+
+
 def test_stats_count_what_the_traces_hold(store):
     traces = bundled() + [trace_from_json(load("react_history.json"))]
     store.put(traces)
     entries = sum(len(t.entries) or (1 if t.request or t.response else 0) for t in traces)
-    tool_calls = sum(sum(1 for line in trace_lines(t)[1] if "/LMToolCallPart>" in line) for t in traces)
+    def tool_calls(trace) -> int:  # distinct calls: parts that share a call id are one call
+        ids, unnamed = set(), 0
+        for part in walk(trace):
+            if isinstance(part, m.LMToolCallPart):
+                if part.call_id is None:
+                    unnamed += 1
+                else:
+                    ids.add(part.call_id)
+        return len(ids) + unnamed
+
     triples = sum(len(trace_lines(t)[1]) for t in traces)
     assert store.stats() == {
         "traces": len(traces),
         "lm_calls": entries,
-        "tool_calls": tool_calls,
+        "tool_calls": sum(map(tool_calls, traces)),
+        "tool_executions": 0,
         "tool_results": store.stats()["tool_results"],
         "messages": store.stats()["messages"],
         "triples": triples,

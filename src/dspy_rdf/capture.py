@@ -9,9 +9,17 @@ recorded with its start and end time (UTC), its parent module call (from DSPy's 
 the parent's call id inside a start handler) and its error, if it raised:
 
 - module calls: the module's class and summaries of its inputs and outputs (long strings cut, objects as
-  ``repr``; see :func:`summarize`), and the tool calls it returned as ``dspy.ToolCalls``;
+  ``repr``; see :func:`summarize`), and the tool calls it returned as ``dspy.ToolCalls``: a call one of its LM
+  responses holds as a tool-call part (native function calling) points at that part (``returned_tool_calls``: one
+  call is one part), a call an adapter parsed from text is a tool-call part of the module call;
 - LM calls: the history entry the call appended to ``lm.history`` (typed ``LMHistoryEntry`` or legacy dict,
-  any DSPy version), found by identity among the entries appended since the call started;
+  any DSPy version), found by identity among the entries appended since the call started, and converted to JSON
+  data the way its libraries write it (:mod:`dspy_rdf.live`: LiteLLM's and lm15's objects included);
+- evaluations (``dspy.Evaluate``): the program (its class and :func:`program_fingerprint`), the metric, the
+  devset size, the score, and each example's result linked to the program call that produced it; the program
+  calls run in Evaluate's worker threads belong to the evaluation;
+- compilations (an optimizer's ``compile``): the optimizer, the student's and the compiled program's
+  fingerprints; what it ran is below it;
 - tool executions (``dspy.Tool``): the tool name and arguments, the result or the exception text
   (``is_error``), and what asked for the execution. DSPy's tool callbacks do not receive the provider's
   tool-call id, so an execution is paired with the latest unanswered tool-call part of the same name and
@@ -20,15 +28,18 @@ the parent's call id inside a start handler) and its error, if it raised:
   that ended before it started (``preceding_lm_call``). Both are marked as inferred in the graph.
 
 Handlers are thread-safe (one lock; runs started in other threads, as ``dspy.Parallel`` does, are separate
-runs). Converting and writing a run happens once, when it ends, so a call adds only a few dictionary updates
-to the program's own work (``bench/bench_capture.py`` measures it). A callback must never break the program,
-and DSPy swallows callback exceptions, so failures are logged and kept in :attr:`TraceRecorder.errors`.
+runs, except the evaluated program's). Converting and writing a run happens once, when it ends, so a call adds
+only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). A callback must
+never break the program, and DSPy swallows callback exceptions: a run is never lost. A value without a JSON form is
+kept as its text and listed in the trace's ``losses``; a run the sink cannot write stays in
+:attr:`TraceRecorder.unwritten`; both are reported in :attr:`TraceRecorder.errors`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -38,12 +49,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dspy_rdf import model as m
-from dspy_rdf.errors import DspyRdfError
-from dspy_rdf.sources.dspy33 import entry_from_json
-from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.errors import DspyRdfError, TraceInputError
+from dspy_rdf.fields import kind_of
+from dspy_rdf.identity import DEFAULT_BASE, canonical_json, check_base, key_from_payload
+from dspy_rdf.live import json_data, loss
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
 from dspy_rdf.sources.history_dict import entry_from_history_dict
-from dspy_rdf.tracejson import to_jsonable, trace_from_dspy
 
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
@@ -59,7 +71,7 @@ try:  # DSPy >= 3.0 keeps the active call id in callback_context
 except ImportError:  # pragma: no cover - older DSPy
     from dspy.utils.callback import ACTIVE_CALL_ID
 
-__all__ = ["FileSink", "MemorySink", "Sink", "StoreSink", "TraceRecorder", "summarize"]
+__all__ = ["FileSink", "MemorySink", "Sink", "StoreSink", "TraceRecorder", "program_fingerprint", "summarize"]
 
 logger = logging.getLogger(__name__)
 
@@ -223,14 +235,28 @@ class _Run:
     starts: list[float] = field(default_factory=list)
     ends: list[float | None] = field(default_factory=list)
     raw_entries: dict[int, Any] = field(default_factory=dict)  # LM call index -> the live history entry
+    returned: dict[int, list[Any]] = field(default_factory=dict)  # module call index -> the live dspy.ToolCall objects it returned
+    outputs: dict[int, Any] = field(default_factory=dict)  # module call index -> its live outputs, while an evaluation may ask
+    evaluations: dict[int, Any] = field(default_factory=dict)  # evaluate call index -> the live EvaluationResult
     open_calls: int = 0
+
+
+@dataclass
+class _Evaluation:
+    """An evaluation in progress: its run and call, and the program it runs (possibly in other threads)."""
+
+    run: _Run
+    index: int
+    program: Any
 
 
 class TraceRecorder(BaseCallback):
     """A DSPy callback that records each program run as one ``program_run`` trace and hands it to ``sink``.
 
     ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
-    after the sink, e.g. to print its IRI.
+    after the sink, e.g. to print its IRI. :attr:`errors` lists, one line each, every run that was recorded with a
+    loss (a value kept as text, see ``Trace.losses``) and every run the sink could not write; a run the sink could
+    not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
     """
 
     def __init__(
@@ -245,17 +271,26 @@ class TraceRecorder(BaseCallback):
         self.max_chars = max_chars
         self.on_run = on_run
         self.errors: list[str] = []
+        self.unwritten: list[m.Trace] = []
         self._lock = threading.Lock()
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
+        self._evaluating: list[_Evaluation] = []
 
     # -- bookkeeping --
 
-    def _start(self, call_id: str, call: m.Call) -> None:
+    def _start(self, call_id: str, call: m.Call, instance: Any = None) -> None:
         started = time.time()
         parent_id = ACTIVE_CALL_ID.get()
         with self._lock:
             parent = self._where.get(parent_id) if parent_id is not None else None
+            if parent is None and self._evaluating and isinstance(call, m.ModuleCall):
+                # dspy.Evaluate runs the program in worker threads, which do not inherit DSPy's active call: a
+                # top-level call of the evaluated program while it runs belongs to that evaluation
+                for evaluation in reversed(self._evaluating):
+                    if evaluation.program is instance:
+                        parent = (evaluation.run, evaluation.index)
+                        break
             if parent is None:
                 run = _Run()
             else:
@@ -294,12 +329,17 @@ class TraceRecorder(BaseCallback):
                 started_at=_PENDING,
                 input_summary=summarize(inputs, max_chars=self.max_chars),
             ),
+            instance,
         )
 
     def on_module_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: m.ModuleCall) -> None:
             call.output_summary = None if outputs is None else summarize(outputs, max_chars=self.max_chars)
-            call.tool_calls = _returned_tool_calls(outputs)
+            returned = _returned_tool_calls(outputs)
+            if returned:
+                run.returned[index] = returned
+            if self._evaluating and outputs is not None:
+                run.outputs[index] = outputs
 
         self._end(call_id, exception, update)
 
@@ -331,7 +371,7 @@ class TraceRecorder(BaseCallback):
 
     def on_tool_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         # Arguments are kept exactly (not summarized): they are what pairs an execution with its tool-call part.
-        args = to_jsonable(inputs.get("kwargs", inputs))
+        args = json_data(inputs.get("kwargs", inputs))
         name = str(getattr(instance, "name", type(instance).__name__))
         self._start(call_id, m.ToolExecution(tool_call=m.ToolCall(name=name, args=args), started_at=_PENDING))
 
@@ -346,26 +386,89 @@ class TraceRecorder(BaseCallback):
 
         self._end(call_id, exception, update)
 
+    def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        program = inputs.get("program")
+        metric = inputs.get("metric") or getattr(instance, "metric", None)
+        devset = inputs.get("devset") or getattr(instance, "devset", None)
+        call = m.EvaluateCall(
+            started_at=_PENDING,
+            metric=_qualified_name(metric),
+            program_class=None if program is None else _class_name(program),
+            program_fingerprint=program_fingerprint(program),
+            devset_size=len(devset) if hasattr(devset, "__len__") else None,
+        )
+        self._start(call_id, call)
+        with self._lock:
+            where = self._where.get(call_id)
+            if where is not None and program is not None:
+                self._evaluating.append(_Evaluation(run=where[0], index=where[1], program=program))
+
+    def on_evaluate_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
+        def update(run: _Run, index: int, call: m.EvaluateCall) -> None:
+            self._evaluating = [e for e in self._evaluating if not (e.run is run and e.index == index)]
+            if outputs is not None:
+                run.evaluations[index] = outputs
+                call.score = _number(getattr(outputs, "score", None))
+
+        self._end(call_id, exception, update)
+
+    def on_compile_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        student = inputs.get("student")
+        summary = {k: v for k, v in inputs.items() if k not in ("student", "teacher")}
+        self._start(
+            call_id,
+            m.CompileCall(
+                optimizer_class=_class_name(instance),
+                started_at=_PENDING,
+                input_summary=summarize(summary, max_chars=self.max_chars),
+                program_class=None if student is None else _class_name(student),
+                student_fingerprint=program_fingerprint(student),
+            ),
+        )
+
+    def on_compile_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
+        def update(run: _Run, index: int, call: m.CompileCall) -> None:
+            if outputs is not None:
+                call.program_class = _class_name(outputs)
+                call.program_fingerprint = program_fingerprint(outputs)
+
+        self._end(call_id, exception, update)
+
     # -- finishing a run --
 
     def _finish(self, run: _Run) -> None:
         try:
             trace = self._build(run)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the run: keep what every call recorded
+            trace = self._bare(run, f"{type(exc).__name__}: {exc}")
+        if trace.losses:
+            where = ", ".join(x["field"] for x in trace.losses[:3]) + (" ..." if len(trace.losses) > 3 else "")
+            self._report(f"a run of {len(run.calls)} calls was recorded with {len(trace.losses)} value(s) kept as text ({where})")
+        try:
             self.sink.write(trace)
-            if self.on_run is not None:
-                self.on_run(trace)
-        except (DspyRdfError, OSError, ValueError, TypeError) as exc:
-            message = f"dspy-rdf could not record a run of {len(run.calls)} calls: {exc}"
-            self.errors.append(message)
-            logger.warning(message)
+        except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead
+            self.unwritten.append(trace)
+            self._report(f"a run of {len(run.calls)} calls could not be written ({type(exc).__name__}: {exc}); it is kept in recorder.unwritten")
+            return
+        if self.on_run is not None:
+            self.on_run(trace)
+
+    def _report(self, message: str) -> None:
+        message = f"dspy-rdf: {message}"
+        self.errors.append(message)
+        logger.warning(message)
 
     def _build(self, run: _Run) -> m.Trace:
+        losses: list[dict[str, str]] = []
         for index, raw in run.raw_entries.items():
-            run.calls[index].entry = _history_entry(raw)
+            run.calls[index].entry = _history_entry(raw, f"calls[{index}].entry", losses)
         for call, started, ended in zip(run.calls, run.starts, run.ends):
             call.started_at = _iso(started)
             call.ended_at = None if ended is None else _iso(ended)
+        _link_returned_tool_calls(run.calls, run.returned)
         _pair_tool_executions(run.calls, run.starts, run.ends)
+        for index, result in run.evaluations.items():
+            run.calls[index].example_results = _example_results(result, run, index, self.max_chars, losses)
         root = run.calls[0]
         return m.Trace(
             source_kind="program_run",
@@ -374,31 +477,135 @@ class TraceRecorder(BaseCallback):
             started_at=root.started_at,
             ended_at=root.ended_at,
             calls=run.calls,
+            losses=losses,
+        )
+
+    def _bare(self, run: _Run, why: str) -> m.Trace:
+        """The run without its LM history entries (the calls, their times and summaries), when building it failed."""
+        for index in run.raw_entries:
+            run.calls[index].entry = None
+        for call, started, ended in zip(run.calls, run.starts, run.ends):
+            call.started_at = _iso(started)
+            call.ended_at = None if ended is None else _iso(ended)
+        root = run.calls[0]
+        return m.Trace(
+            source_kind="program_run", source_format="dspy_callback", dspy_version=getattr(dspy, "__version__", None),
+            started_at=root.started_at, ended_at=root.ended_at, calls=run.calls,
+            losses=[loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")],
         )
 
 
-def _history_entry(raw: Any) -> m.LMHistoryEntry:
-    """The canonical form of one live ``lm.history`` entry, by the direct reader for its shape."""
-    if isinstance(raw, dict):
-        return entry_from_history_dict(raw)
-    if type(raw).__name__ == "LMHistoryEntry" and hasattr(raw, "model_dump"):
-        return entry_from_json(raw.model_dump(mode="json"))
-    return trace_from_dspy(raw).entries[0]
+def _class_name(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _returned_tool_calls(outputs: Any) -> list[m.LMToolCallPart]:
-    """The tool calls in the ``dspy.ToolCalls`` values a module returned."""
-    values = outputs.values() if hasattr(outputs, "values") and hasattr(outputs, "keys") else ()
-    parts = []
-    for value in values:
-        if type(value).__name__ != "ToolCalls":
+def _qualified_name(fn: Any) -> str | None:
+    if fn is None:
+        return None
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}.{name}"
+
+
+def _number(value: Any) -> float | None:
+    """A score as a finite float (a boolean as 1.0 or 0.0); anything else None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return None
+
+
+def program_fingerprint(program: Any) -> str | None:
+    """The identity of a program's learnable state (see the schema's ``program_fingerprint``), or None when it has
+    no ``dump_state``. Only the hash is kept: the state may hold an LM's settings, credentials included."""
+    dump = getattr(program, "dump_state", None)
+    if not callable(dump):
+        return None
+    try:
+        state = dump()
+    except Exception:  # noqa: BLE001 - a program whose state cannot be dumped simply has no fingerprint
+        return None
+    text = canonical_json({"class": _class_name(program), "state": json_data(state)})
+    return key_from_payload(text)
+
+
+def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses: list[dict[str, str]]) -> list[m.ExampleResult]:
+    """Each (example, prediction, score) of an ``EvaluationResult``, linked to the program call that produced it."""
+    by_output = {id(out): i for i, out in run.outputs.items() if _within(run.calls, i, index)}
+    out = []
+    for position, item in enumerate(getattr(result, "results", None) or []):
+        try:
+            example, prediction, score = item
+        except (TypeError, ValueError):
+            losses.append(loss(f"calls[{index}].example_results[{position}]", "not an (example, prediction, score) triple; left out"))
             continue
-        for call in value.tool_calls:
-            args = getattr(call, "args", None)
-            parts.append(
-                m.LMToolCallPart(name=str(call.name), call_id=getattr(call, "id", None), args=args if isinstance(args, dict) else {})
-            )
-    return parts
+        out.append(m.ExampleResult(
+            example=summarize(example, max_chars=max_chars),
+            prediction=summarize(prediction, max_chars=max_chars),
+            score=_number(score),
+            program_call=by_output.get(id(prediction)),
+        ))
+    return out
+
+
+def _history_entry(raw: Any, path: str, losses: list[dict[str, str]]) -> m.LMHistoryEntry | None:
+    """The canonical form of one live ``lm.history`` entry: converted to JSON data (provider objects as their
+    libraries write them), then read by the reader of its shape. An entry no reader takes is left out and
+    listed in ``losses``."""
+    data = json_data(raw, path=path, losses=losses)
+    try:
+        if is_typed_entry(data):
+            return entry_from_json(data, path)
+        if isinstance(data, dict):
+            return entry_from_history_dict(data, path)
+        raise TraceInputError(f"expected an lm.history entry, got {kind_of(data)}", field=path)
+    except TraceInputError as exc:
+        losses.append(loss(path, f"the LM history entry could not be read ({exc.reason}); left out"))
+        return None
+
+
+def _returned_tool_calls(outputs: Any) -> list[Any]:
+    """The ``dspy.ToolCall`` objects in the ``dspy.ToolCalls`` values a module returned."""
+    values = outputs.values() if hasattr(outputs, "values") and hasattr(outputs, "keys") else ()
+    found = []
+    for value in values:
+        if type(value).__name__ == "ToolCalls":
+            found.extend(getattr(value, "tool_calls", None) or [])
+    return found
+
+
+def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Any]]) -> None:
+    """Point each module call's returned tool calls at the tool-call parts of the LM responses below it that hold
+    them (same call id, else same name and arguments): one native tool call is one part. A returned call no
+    response holds (an adapter parsed it from text) becomes a tool-call part of the module call itself."""
+    claimed: set[m.PartRef] = set()
+    for index in sorted(returned):
+        module = calls[index]
+        parts = [pair for i in range(index + 1, len(calls)) if _within(calls, i, index) for pair in _tool_call_parts(calls[i], i)]
+        refs: list[m.PartRef] = []
+        own: list[m.LMToolCallPart] = []
+        for tool_call in returned[index]:
+            name, call_id = str(getattr(tool_call, "name", "")), getattr(tool_call, "id", None)
+            args = json_data(getattr(tool_call, "args", None) or {})
+            match = None
+            for ref, part in parts:
+                if ref in claimed or part.name != name:
+                    continue
+                if call_id is not None and part.call_id == call_id:
+                    match = ref
+                    break
+                if match is None and part.args == args and (call_id is None or part.call_id is None):
+                    match = ref
+            if match is not None:
+                claimed.add(match)
+                refs.append(match)
+            else:
+                own.append(m.LMToolCallPart(name=name, call_id=call_id, args=args if isinstance(args, dict) else {}))
+        module.returned_tool_calls = sorted(refs, key=m.PartRef.order)
+        module.tool_calls = own
 
 
 def _pair_tool_executions(calls: list[m.Call], starts: list[float], ends: list[float | None]) -> None:

@@ -175,9 +175,11 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(counts))
     else:
+        from dspy_rdf.store import STATS
+
         print(f"store: {location}")
         for name, value in counts.items():
-            print(f"{name.replace('_', ' '):13} {value}")
+            print(f"{value:>12,}  {STATS.get(name, name)}")
     return 0
 
 

@@ -374,7 +374,7 @@ SourceKind = Literal[
 SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__
 """Every trace source kind, in the order of the schema's ``TraceSourceKind`` enum."""
 
-SourceFormat = Literal["dspy33", "lm15", "history_dict", "openai_chat", "react_trajectory", "dspy_callback"]
+SourceFormat = Literal["dspy33", "lm15", "history_dict", "openai_chat", "react_trajectory", "dspy_history", "dspy_callback"]
 SOURCE_FORMATS: tuple[str, ...] = SourceFormat.__args__
 """Every trace source format, in the order of the schema's ``TraceSourceFormat`` enum."""
 
@@ -413,6 +413,7 @@ class Trace:
     dspy_version: str | None = None
     source_index: int | None = None
     redactions: dict[str, int] = field(default_factory=dict)
+    losses: JSONValue = field(default_factory=list)  # a JSON list of {"field": ..., "reason": ...}
 
 
 # --- Program runs recorded by the capture callback ---------------------------------------------------
@@ -426,6 +427,10 @@ class PartRef:
     call: int
     output: int | None
     part: int
+
+    def order(self) -> tuple[int, int, int]:
+        """The canonical order of references (by call, output, part; a module's own tool calls first)."""
+        return (self.call, -1 if self.output is None else self.output, self.part)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -441,6 +446,7 @@ class ModuleCall:
     input_summary: JSONValue | None = None
     output_summary: JSONValue | None = None
     tool_calls: list[LMToolCallPart] = field(default_factory=list)
+    returned_tool_calls: list[PartRef] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -472,7 +478,51 @@ class ToolExecution:
     pairing: Literal["call_id", "name_and_args", "preceding_lm_call"] | None = None
 
 
-Call = Union[ModuleCall, LMCall, ToolExecution]
+@dataclass(slots=True, kw_only=True)
+class ExampleResult:
+    """One example of an evaluation; ``program_call`` is the index (in ``Trace.calls``) of the program's module call."""
+
+    example: JSONValue | None = None
+    prediction: JSONValue | None = None
+    score: float | None = None
+    program_call: int | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class EvaluateCall:
+    """A call of ``dspy.Evaluate``; the program calls it made are its descendants in ``Trace.calls``."""
+
+    started_at: str
+    ended_at: str | None = None
+    dspy_call_id: str | None = None
+    parent_call: int | None = None
+    error: str | None = None
+    metric: str | None = None
+    program_class: str | None = None
+    program_fingerprint: str | None = None
+    devset_size: int | None = None
+    score: float | None = None
+    example_results: list[ExampleResult] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class CompileCall:
+    """A call of an optimizer's ``compile``; the runs and evaluations it made are its descendants."""
+
+    optimizer_class: str
+    started_at: str
+    ended_at: str | None = None
+    dspy_call_id: str | None = None
+    parent_call: int | None = None
+    error: str | None = None
+    input_summary: JSONValue | None = None
+    program_class: str | None = None
+    student_fingerprint: str | None = None
+    program_fingerprint: str | None = None
+
+
+Call = Union[ModuleCall, LMCall, ToolExecution, EvaluateCall, CompileCall]
 
 
 # --- Tool execution (dspy.Tool, dspy.ToolCalls, dspy.Citations) -----------------------------------

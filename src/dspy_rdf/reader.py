@@ -111,6 +111,14 @@ class _Graph:
         except ValueError:
             raise self.error(iri, v.slot_iri(slot), f"{text!r} is not a double") from None
 
+    def decimal(self, iri: str, props: Node, slot: str) -> float | None:
+        text = self.literal(iri, props, slot, v.XSD_DECIMAL)
+        if text is None:
+            return None
+        if not _DECIMAL.fullmatch(text):
+            raise self.error(iri, v.slot_iri(slot), f"{text!r} is not a decimal number")
+        return float(text)
+
     def boolean(self, iri: str, props: Node, slot: str, *, default: bool | None = None) -> bool | None:
         text = self.literal(iri, props, slot, v.XSD_BOOLEAN)
         if text is None:
@@ -122,7 +130,7 @@ class _Graph:
     def json(self, iri: str, props: Node, slot: str, *, default: Any = None) -> Any:
         text = self.literal(iri, props, slot, v.RDF_JSON)
         if text is None:
-            return {} if default is dict else default
+            return default() if default in (dict, list) else default
         try:
             return json.loads(text)
         except ValueError as exc:
@@ -175,6 +183,7 @@ class _Graph:
             started_at=self.literal(iri, p, "started_at", v.XSD_DATETIME),
             ended_at=self.literal(iri, p, "ended_at", v.XSD_DATETIME),
             redactions=self.json(iri, p, "redactions", default=dict),
+            losses=self.json(iri, p, "losses", default=list),
         )
         trace.entries = [self.entry(c) for c in self.children(iri, p, "entries")]
         if (req := self.child(iri, p, "request")) is not None:
@@ -212,7 +221,8 @@ class _Graph:
         cls = self.types.get(iri, "")
         kind = cls[len(_DSPY):] if cls.startswith(_DSPY) else ""
         if kind not in _CALL_SLOTS:
-            raise self.error(iri, _TYPE, f"expected a dspy:ModuleCall, dspy:LMCall or dspy:ToolExecution, found {cls or 'no rdf:type'}")
+            names = ", ".join(f"dspy:{name}" for name in _CALL_SLOTS)
+            raise self.error(iri, _TYPE, f"expected one of {names}, found {cls or 'no rdf:type'}")
         p = self.nodes.get(iri, {})
         self.check_slots(iri, p, _CALL_SLOTS[kind])
         common: dict[str, Any] = {
@@ -228,6 +238,29 @@ class _Graph:
                 input_summary=self.json(iri, p, "input_summary"),
                 output_summary=self.json(iri, p, "output_summary"),
                 tool_calls=[self.part(c) for c in self.children(iri, p, "tool_calls")],
+                returned_tool_calls=sorted(
+                    (self.part_ref(iri, trace_iri, target, "returned_tool_calls") for target in self.iris(iri, p, "returned_tool_calls")),
+                    key=m.PartRef.order,
+                ),
+                **common,
+            )
+        if kind == "EvaluateCall":
+            return m.EvaluateCall(
+                metric=self.string(iri, p, "metric"),
+                program_class=self.string(iri, p, "program_class"),
+                program_fingerprint=self.string(iri, p, "program_fingerprint"),
+                devset_size=self.integer(iri, p, "devset_size"),
+                score=self.decimal(iri, p, "score"),
+                example_results=[self.example_result(c, index) for c in self.children(iri, p, "example_results")],
+                **common,
+            )
+        if kind == "CompileCall":
+            return m.CompileCall(
+                optimizer_class=self.string(iri, p, "optimizer_class", required=True),
+                input_summary=self.json(iri, p, "input_summary"),
+                program_class=self.string(iri, p, "program_class"),
+                student_fingerprint=self.string(iri, p, "student_fingerprint"),
+                program_fingerprint=self.string(iri, p, "program_fingerprint"),
                 **common,
             )
         if kind == "LMCall":
@@ -259,12 +292,35 @@ class _Graph:
                 metadata=self.json(r, rp, "metadata", default=dict),
             )
         if (answers := self.child(iri, p, "answers")) is not None:
-            match = _PART_REF.fullmatch(answers[len(trace_iri):]) if answers.startswith(trace_iri) else None
-            if match is None:
-                raise self.error(iri, v.slot_iri("answers"), f"<{answers}> is not a tool-call part of this run")
-            call, output, part = match.group("call", "output", "part")
-            execution.answers = m.PartRef(call=int(call), output=None if output is None else int(output), part=int(part))
+            execution.answers = self.part_ref(iri, trace_iri, answers, "answers")
         return execution
+
+    def part_ref(self, iri: str, trace_iri: str, target: str, slot: str) -> m.PartRef:
+        match = _PART_REF.fullmatch(target[len(trace_iri):]) if target.startswith(trace_iri) else None
+        if match is None:
+            raise self.error(iri, v.slot_iri(slot), f"<{target}> is not a tool-call part of this run")
+        call, output, part = match.group("call", "output", "part")
+        return m.PartRef(call=int(call), output=None if output is None else int(output), part=int(part))
+
+    def iris(self, iri: str, props: Node, slot: str) -> list[str]:
+        """The IRIs an unordered multivalued slot points at."""
+        out = []
+        for term in props.get(slot, ()):
+            if not isinstance(term, ox.NamedNode):
+                raise self.error(iri, v.slot_iri(slot), f"expected an IRI, found {term}")
+            out.append(term.value)
+        return out
+
+    def example_result(self, iri: str, index: dict[str, int]) -> m.ExampleResult:
+        p = self.node(iri, "ExampleResult")
+        self.check_slots(iri, p, frozenset({"position", "example", "prediction", "score", "program_call", "error"}))
+        return m.ExampleResult(
+            example=self.json(iri, p, "example"),
+            prediction=self.json(iri, p, "prediction"),
+            score=self.decimal(iri, p, "score"),
+            program_call=self.call_index(iri, p, "program_call", index),
+            error=self.string(iri, p, "error"),
+        )
 
     def call_index(self, iri: str, props: Node, slot: str, index: dict[str, int]) -> int | None:
         target = self.child(iri, props, slot)
@@ -455,20 +511,28 @@ class _Graph:
 
 # Derived facts (schema subset ``derived``) are allowed and ignored: the writer recomputes them from the trace.
 _DERIVED_TRACE_SLOTS = frozenset(
-    {"lm_call_count", "message_count", "tool_call_count", "tool_result_count"}
+    {"lm_call_count", "message_count", "tool_call_count", "tool_result_count", "tool_execution_count"}
     | {"input_tokens_total", "output_tokens_total", "cost_total", "usage_summaries"}
 )
 _TRACE_SLOTS = frozenset(
     {"source_kind", "source_format", "source_index", "dspy_version", "entries", "request", "response", "messages"}
-    | {"parts", "calls", "started_at", "ended_at", "redactions"}
+    | {"parts", "calls", "started_at", "ended_at", "redactions", "losses"}
     | _DERIVED_TRACE_SLOTS
 )
 _CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "error", "position"}
+_SUBTREE_TOTALS = {"subtree_lm_calls", "subtree_input_tokens", "subtree_output_tokens", "subtree_cost"}  # derived: ignored
 _CALL_SLOTS = {
-    "ModuleCall": frozenset({*_CALL_COMMON, "module_class", "input_summary", "output_summary", "tool_calls"}),
+    "ModuleCall": frozenset({*_CALL_COMMON, "module_class", "input_summary", "output_summary", "tool_calls", "returned_tool_calls"}),
     "LMCall": frozenset({*_CALL_COMMON, "model", "entry"}),
     "ToolExecution": frozenset({*_CALL_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
+    "EvaluateCall": frozenset(
+        {*_CALL_COMMON, *_SUBTREE_TOTALS, "metric", "program_class", "program_fingerprint", "devset_size", "score", "example_results"}
+    ),
+    "CompileCall": frozenset(
+        {*_CALL_COMMON, *_SUBTREE_TOTALS, "optimizer_class", "input_summary", "program_class", "student_fingerprint", "program_fingerprint"}
+    ),
 }
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 _PART_REF = re.compile(r"/call/(?P<call>\d+)(?:/entry/response/output/(?P<output>\d+)/part|/tool_call)/(?P<part>\d+)")
 _ENTRY_SLOTS = frozenset({"request", "response", "timestamp", "uuid", "model_type", "extra_fields", "position"})
 _TOOL_SLOTS = frozenset({"tool_type", "name", "description", "parameters", "strict", "metadata", "provider_data", "position"})

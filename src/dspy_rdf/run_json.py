@@ -1,7 +1,8 @@
 """Program runs (``source_kind`` ``program_run``) <-> JSON.
 
 DSPy has no object for a whole program run, so a run is written as a dspy-rdf envelope: the run's own fields and
-its ``calls`` in start order, each call tagged ``"call": "module" | "lm" | "tool"``, LM history entries as DSPy 3.3
+its ``calls`` in start order, each call tagged ``"call": "module" | "lm" | "tool" | "evaluate" | "compile"``, LM
+history entries as DSPy 3.3
 JSON, and references as indices into ``calls`` (``parent_call``, ``decided_by``) or as
 ``{"call": i, "output": o, "part": p}`` (``answers``; ``output`` is null for a module's ``dspy.ToolCalls``).
 """
@@ -12,19 +13,24 @@ from typing import Any
 
 from dspy_rdf.sources import dspy33
 from dspy_rdf import model as m
-from dspy_rdf.fields import check_keys, expect_object, get_bool, get_int, get_json_object, get_list, get_str
+from dspy_rdf.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
 
 __all__ = ["run_from_json", "run_to_json"]
 
-_CALL_TYPE = {m.ModuleCall: "module", m.LMCall: "lm", m.ToolExecution: "tool"}
+_CALL_TYPE = {m.ModuleCall: "module", m.LMCall: "lm", m.ToolExecution: "tool", m.EvaluateCall: "evaluate", m.CompileCall: "compile"}
 _COMMON = ("call", "started_at", "ended_at", "dspy_call_id", "parent_call", "error")
+_EVALUATE_FIELDS = ("metric", "program_class", "program_fingerprint")
+_COMPILE_FIELDS = ("program_class", "student_fingerprint", "program_fingerprint")
 _KEYS = {
-    "module": frozenset({*_COMMON, "module_class", "input_summary", "output_summary", "tool_calls"}),
+    "module": frozenset({*_COMMON, "module_class", "input_summary", "output_summary", "tool_calls", "returned_tool_calls"}),
     "lm": frozenset({*_COMMON, "model", "entry"}),
     "tool": frozenset({*_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
+    "evaluate": frozenset({*_COMMON, *_EVALUATE_FIELDS, "devset_size", "score", "example_results"}),
+    "compile": frozenset({*_COMMON, *_COMPILE_FIELDS, "optimizer_class", "input_summary"}),
 }
-_RUN_KEYS = frozenset({"dspy_rdf_kind", "source_format", "dspy_version", "started_at", "ended_at", "calls", "redactions"})
+_RESULT_KEYS = frozenset({"example", "prediction", "score", "program_call", "error"})
+_RUN_KEYS = frozenset({"dspy_rdf_kind", "source_format", "dspy_version", "started_at", "ended_at", "calls", "redactions", "losses"})
 _PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
 
 
@@ -40,7 +46,13 @@ def run_to_json(trace: m.Trace) -> dict[str, Any]:
     }
     if trace.redactions:
         out["redactions"] = dict(trace.redactions)
+    if trace.losses:
+        out["losses"] = [dict(x) for x in trace.losses]
     return out
+
+
+def _ref_json(ref: m.PartRef) -> dict[str, int | None]:
+    return {"call": ref.call, "output": ref.output, "part": ref.part}
 
 
 def _call_to_json(call: m.Call) -> dict[str, Any]:
@@ -59,6 +71,21 @@ def _call_to_json(call: m.Call) -> dict[str, Any]:
             output_summary=call.output_summary,
             tool_calls=[dspy33.part_to_json(p) for p in call.tool_calls],
         )
+        if call.returned_tool_calls:
+            out["returned_tool_calls"] = [_ref_json(ref) for ref in call.returned_tool_calls]
+    elif isinstance(call, m.EvaluateCall):
+        out.update({name: getattr(call, name) for name in _EVALUATE_FIELDS})
+        out.update(
+            devset_size=call.devset_size,
+            score=call.score,
+            example_results=[
+                {"example": r.example, "prediction": r.prediction, "score": r.score, "program_call": r.program_call, "error": r.error}
+                for r in call.example_results
+            ],
+        )
+    elif isinstance(call, m.CompileCall):
+        out.update(optimizer_class=call.optimizer_class, input_summary=call.input_summary)
+        out.update({name: getattr(call, name) for name in _COMPILE_FIELDS})
     elif isinstance(call, m.LMCall):
         out.update(model=call.model, entry=None if call.entry is None else dspy33.entry_to_json(call.entry))
     else:
@@ -77,7 +104,7 @@ def _call_to_json(call: m.Call) -> dict[str, Any]:
                 "provider_data": r.provider_data,
                 "metadata": r.metadata,
             },
-            answers=None if ref is None else {"call": ref.call, "output": ref.output, "part": ref.part},
+            answers=None if ref is None else _ref_json(ref),
             decided_by=call.decided_by,
             pairing=call.pairing,
         )
@@ -101,7 +128,22 @@ def run_from_json(value: Any, path: str = "") -> m.Trace:
         ended_at=get_str(d, "ended_at", "run"),
         calls=calls,
         redactions=redactions_from_json(d.get("redactions"), "redactions"),
+        losses=losses_from_json(d.get("losses"), "losses"),
     )
+
+
+def losses_from_json(value: Any, path: str) -> list[dict[str, str]]:
+    """The ``losses`` record of a trace: ``[{"field": ..., "reason": ...}]``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise fail(path, f"expected a list, got {kind_of(value)}")
+    out = []
+    for i, item in enumerate(value):
+        d = expect_object(item, f"{path}[{i}]")
+        check_keys(d, frozenset({"field", "reason"}), f"{path}[{i}]", "a loss record")
+        out.append({"field": get_str(d, "field", f"{path}[{i}]", required=True), "reason": get_str(d, "reason", f"{path}[{i}]", required=True)})
+    return out
 
 
 def redactions_from_json(value: Any, path: str) -> dict[str, int]:
@@ -126,7 +168,7 @@ def _call_from_json(value: Any, path: str, count: int) -> m.Call:
     d = expect_object(value, path)
     kind = d.get("call")
     if kind not in _KEYS:
-        raise TraceInputError(f"unknown call type {kind!r}; expected module, lm or tool", field=f"{path}.call")
+        raise TraceInputError(f"unknown call type {kind!r}; expected one of {', '.join(_KEYS)}", field=f"{path}.call")
     check_keys(d, _KEYS[kind], path, f"a {kind} call")
     common: dict[str, Any] = {
         "started_at": get_str(d, "started_at", path, required=True),
@@ -141,6 +183,33 @@ def _call_from_json(value: Any, path: str, count: int) -> m.Call:
             input_summary=d.get("input_summary"),
             output_summary=d.get("output_summary"),
             tool_calls=[dspy33.part_from_json(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(get_list(d, "tool_calls", path))],
+            returned_tool_calls=[
+                _part_ref(r, f"{path}.returned_tool_calls[{i}]", count) for i, r in enumerate(get_list(d, "returned_tool_calls", path))
+            ],
+            **common,
+        )
+    if kind == "evaluate":
+        results = []
+        for i, r in enumerate(get_list(d, "example_results", path)):
+            rp = f"{path}.example_results[{i}]"
+            r = expect_object(r, rp)
+            check_keys(r, _RESULT_KEYS, rp, "an example result")
+            results.append(m.ExampleResult(
+                example=r.get("example"), prediction=r.get("prediction"), score=get_float(r, "score", rp),
+                program_call=_index(r, "program_call", rp, count), error=get_str(r, "error", rp),
+            ))
+        return m.EvaluateCall(
+            **{name: get_str(d, name, path) for name in _EVALUATE_FIELDS},
+            devset_size=get_int(d, "devset_size", path),
+            score=get_float(d, "score", path),
+            example_results=results,
+            **common,
+        )
+    if kind == "compile":
+        return m.CompileCall(
+            optimizer_class=get_str(d, "optimizer_class", path, required=True),
+            input_summary=d.get("input_summary"),
+            **{name: get_str(d, name, path) for name in _COMPILE_FIELDS},
             **common,
         )
     if kind == "lm":
@@ -176,11 +245,14 @@ def _call_from_json(value: Any, path: str, count: int) -> m.Call:
             metadata=get_json_object(r, "metadata", rp),
         )
     if (a := d.get("answers")) is not None:
-        ap = f"{path}.answers"
-        a = expect_object(a, ap)
-        check_keys(a, frozenset({"call", "output", "part"}), ap, "a part reference")
-        call, part = get_int(a, "call", ap), get_int(a, "part", ap)
-        if call is None or part is None:
-            raise TraceInputError("a part reference needs call and part", field=ap)
-        execution.answers = m.PartRef(call=_index(a, "call", ap, count), output=get_int(a, "output", ap), part=part)
+        execution.answers = _part_ref(a, f"{path}.answers", count)
     return execution
+
+
+def _part_ref(value: Any, path: str, count: int) -> m.PartRef:
+    a = expect_object(value, path)
+    check_keys(a, frozenset({"call", "output", "part"}), path, "a part reference")
+    call, part = get_int(a, "call", path), get_int(a, "part", path)
+    if call is None or part is None:
+        raise TraceInputError("a part reference needs call and part", field=path)
+    return m.PartRef(call=_index(a, "call", path, count), output=get_int(a, "output", path), part=part)

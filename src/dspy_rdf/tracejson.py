@@ -31,8 +31,9 @@ from typing import Any
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.fields import check_keys, kind_of
-from dspy_rdf.run_json import redactions_from_json
-from dspy_rdf.sources import SOURCES, ReadOptions, dspy33, source_for, trajectory
+from dspy_rdf.live import is_lm15, json_data
+from dspy_rdf.run_json import losses_from_json, redactions_from_json
+from dspy_rdf.sources import SOURCES, ReadOptions, dspy33, dspy_history, source_for, trajectory
 
 __all__ = ["detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 
@@ -136,20 +137,23 @@ def _read_envelope(value: dict[str, Any], fmt: str, kind: str) -> m.Trace:
         trace.source_format = fmt
         return trace
     if kind == "request_response" and _CONTENT not in value:
-        check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", "request", "response"}), "", "a dspy-rdf trace envelope")
+        check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", "losses", "request", "response"}), "", "a dspy-rdf trace envelope")
         trace = m.Trace(source_kind=kind, source_format=fmt)
         trace.request = dspy33.request_from_json(value.get("request"), "request")
         trace.response = dspy33.response_from_json(value.get("response"), "response")
         trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
+        trace.losses = losses_from_json(value.get("losses"), "losses")
         return trace
-    check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", _CONTENT}), "", "a dspy-rdf trace envelope")
+    check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", "losses", _CONTENT}), "", "a dspy-rdf trace envelope")
     if kind == "trajectory":
-        trace = m.Trace(source_kind=kind, messages=trajectory.messages_from_trajectory(value[_CONTENT]))
+        read = dspy_history.messages_from_history if fmt == "dspy_history" else trajectory.messages_from_trajectory
+        trace = m.Trace(source_kind=kind, messages=read(value[_CONTENT]))
     else:
         trace = dspy33.trace_from_json(value[_CONTENT])
     if trace.source_kind != kind:
         raise TraceInputError(f"field {_CONTENT}: holds a {trace.source_kind}, but {ENVELOPE_KEY} says {kind}")
     trace.redactions = redactions_from_json(value.get("redactions"), "redactions")
+    trace.losses = losses_from_json(value.get("losses"), "losses")
     trace.source_format = fmt
     return trace
 
@@ -160,93 +164,70 @@ def _read_envelope(value: dict[str, Any], fmt: str, kind: str) -> m.Trace:
 def trace_to_json(trace: m.Trace) -> Any:
     """Write a trace as JSON that :func:`trace_from_json` reads back to an equal trace."""
     kind = trace.source_kind
-    if kind == "trajectory":
-        content = trajectory.trajectory_to_json(trace.messages)
-        if not trace.redactions:
-            return content
-        return {ENVELOPE_KEY: kind, "source_format": trace.source_format, "redactions": trace.redactions, _CONTENT: content}
     if kind == "program_run":
         from dspy_rdf.run_json import run_to_json
 
         return run_to_json(trace)
+    marks = {}  # what a trace records about its own making, kept in the envelope
+    if trace.redactions:
+        marks["redactions"] = trace.redactions
+    if trace.losses:
+        marks["losses"] = trace.losses
+    if kind == "trajectory":
+        if trace.source_format == "dspy_history":
+            content = dspy_history.history_to_json(trace.messages)
+        else:
+            content = trajectory.trajectory_to_json(trace.messages)
+        if not marks and trace.source_format in ("react_trajectory", "dspy_history"):
+            return content
+        return {ENVELOPE_KEY: kind, "source_format": trace.source_format, **marks, _CONTENT: content}
     if kind == "request_response":
-        envelope = {
+        return {
             ENVELOPE_KEY: kind,
             "source_format": trace.source_format,
             "request": dspy33.request_to_json(trace.request),
             "response": dspy33.response_to_json(trace.response),
+            **marks,
         }
-        if trace.redactions:
-            envelope["redactions"] = trace.redactions
-        return envelope
-    if trace.source_format == "dspy33" and not trace.redactions:
+    if trace.source_format == "dspy33" and not marks:
         return dspy33.trace_to_json(trace)
     # Canonical (DSPy 3.3) JSON of content read from another shape, in an envelope that keeps where it came from,
     # so that exporting to-json's output gives the same trace and IRI.
-    envelope = {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: dspy33.trace_to_json(trace)}
-    if trace.redactions:
-        envelope["redactions"] = trace.redactions
-    return envelope
+    return {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: dspy33.trace_to_json(trace), **marks}
 
 
 # --- live DSPy objects -------------------------------------------------------------------------------------
-
-
-def to_jsonable(value: Any) -> Any:
-    """A JSON value for a live object: pydantic models dump themselves, containers recurse, the rest is text."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return to_jsonable(value.model_dump(mode="json"))
-    return str(value)
-
-
-def _is_lm15(obj: Any) -> bool:
-    module = type(obj).__module__
-    return module.startswith("dspy._vendor.lm15") or module.split(".")[0] == "lm15"
 
 
 def trace_from_dspy(obj: Any, *, source_format: m.SourceFormat | None = None) -> m.Trace:
     """Read live DSPy objects of any supported version as a trace.
 
     Accepts DSPy 3.3 typed objects (``LMHistoryEntry``, ``LMRequest``, ``LMResponse``, ``LMMessage``, any part),
-    DSPy 3.4 lm15 objects, ``lm.history`` (typed entries or dicts, or the LM itself), and a ``dspy.ReAct``
-    ``Prediction`` (its trajectory).
+    DSPy 3.4 lm15 objects (a ``(request, response)`` pair too), ``lm.history`` (typed entries and dicts, mixed, or
+    the LM itself), a ``dspy.ReAct`` prediction (its trajectory), a ``dspy.ReActV2`` prediction (its history), a
+    ``dspy.History``, ``dspy.ToolCalls`` and ``dspy.ToolCallResults``. Live objects are first converted to JSON data
+    the way their libraries write them (:func:`dspy_rdf.live.json_data`); a value that has no JSON form is kept as
+    its text and listed in the trace's ``losses``.
     """
     if hasattr(obj, "history") and hasattr(obj, "forward") and isinstance(obj.history, list):
         obj = obj.history  # a DSPy LM: its history
     if hasattr(obj, "trajectory") and isinstance(getattr(obj, "trajectory"), dict):
         obj = obj.trajectory  # a ReAct Prediction
-    if _is_lm15(obj):
-        from dspy_rdf.sources.lm15 import lm15_to_json
-
-        kind, data = lm15_to_json(obj)
-        return _read(data, "lm15", kind)
-    if isinstance(obj, (list, tuple)):
-        obj = [_entry_jsonable(e) for e in obj]
-    elif hasattr(obj, "model_dump") or isinstance(obj, dict):
-        obj = _entry_jsonable(obj)
-    else:
+    if isinstance(obj, (list, tuple)) and len(obj) == 2 and all(map(is_lm15, obj)):
+        obj = {"request": obj[0], "response": obj[1]}  # an lm15 call kept as (request, response)
+    if not (isinstance(obj, (dict, list, tuple)) or hasattr(obj, "model_dump") or hasattr(obj, "toDict") or is_lm15(obj)):
         raise TraceInputError(
             f"cannot read a {type(obj).__name__} as a DSPy trace; expected a DSPy 3.3 or 3.4 LM object (history entry, "
-            "request, response, message, part), an LM or its history, or a dspy.ReAct Prediction"
+            "request, response, message, part), an LM or its history, a dspy.ReAct or dspy.ReActV2 prediction, a "
+            "dspy.History, or dspy.ToolCalls"
         )
-    return trace_from_json(obj, source_format=source_format)
-
-
-def _entry_jsonable(obj: Any) -> Any:
-    if _is_lm15(obj):
-        from dspy_rdf.sources.lm15 import lm15_to_json
-
-        return lm15_to_json(obj)[1]
-    if hasattr(obj, "model_dump") and type(obj).__name__ == "LMHistoryEntry":
-        # A typed entry also reads as a Mapping of its derived legacy fields; its own dump is the lossless form.
-        return obj.model_dump(mode="json")
-    return to_jsonable(obj)
+    losses: list[dict[str, str]] = []
+    data = json_data(obj, losses=losses)
+    if is_lm15(obj) and source_format is None:
+        source_format = "lm15"
+    trace = trace_from_json(data, source_format=source_format)
+    trace.losses = losses
+    return trace
 
 
 def trace_to_dspy(trace: m.Trace) -> Any:

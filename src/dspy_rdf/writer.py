@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from dspy_rdf import model as m
@@ -37,6 +38,7 @@ _INT_DT = "^^" + _iri(v.XSD_INTEGER)
 _DOUBLE_DT = "^^" + _iri(v.XSD_DOUBLE)
 _DATETIME_DT = "^^" + _iri(v.XSD_DATETIME)
 _DATE_DT = "^^" + _iri(v.XSD_DATE)
+_DECIMAL_DT = "^^" + _iri(v.XSD_DECIMAL)
 _TRUE = '"true"^^' + _iri(v.XSD_BOOLEAN)
 _FALSE = '"false"^^' + _iri(v.XSD_BOOLEAN)
 
@@ -54,7 +56,8 @@ P = _P()
 C = {name: _iri(v.class_iri(name)) for name in (
     "Trace", "LMHistoryEntry", "LMRequest", "LMResponse", "LMMessage", "LMToolSpec", "LMConfig",
     "LMReasoningConfig", "LMToolChoice", "LMCacheConfig", "LMPromptCacheConfig", "LMUsage", "LMOutput",
-    "ModuleCall", "LMCall", "ToolExecution", "ToolCall", "ToolResult", "UsageSummary",
+    "ModuleCall", "LMCall", "ToolExecution", "ToolCall", "ToolResult", "UsageSummary", "EvaluateCall", "CompileCall",
+    "ExampleResult",
     *(cls.__name__ for cls in m.PART_CLASSES.values()),
 )}
 _PART_TYPE_LITERAL = {kind: f'"{kind}"' for kind in m.PART_CLASSES}
@@ -74,6 +77,18 @@ def _j(value: Any) -> str:
 
 def _int(value: int) -> str:
     return f'"{value}"' + _INT_DT
+
+
+def _decimal(value: float | int | Decimal) -> str:
+    """An ``xsd:decimal`` literal: the number's shortest exact decimal text (``1e-05`` is written ``0.00001``).
+    A value that is not finite has no decimal form: it raises ``ValueError`` (callers check for it first)."""
+    number = value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
+    if not number.is_finite():
+        raise ValueError(f"{value!r} is not a decimal number")
+    text = format(number, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".") or "0"
+    return f'"{text}"' + _DECIMAL_DT
 
 
 def _double(value: float) -> str:
@@ -115,6 +130,7 @@ class _UsageGroup:
 class _Writer:
     __slots__ = (
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
+        "subtrees", "executions", "unasked_executions",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -129,6 +145,9 @@ class _Writer:
         self.output_tokens: int | None = None
         self.cost: float | None = None
         self.usage: dict[tuple[str, str | None], _UsageGroup] = {}  # (model, day or None) -> its LM calls
+        self.subtrees: list[tuple[int, str]] = []  # (position, node) of the calls whose descendants are totalled
+        self.executions = 0
+        self.unasked_executions = 0
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -149,11 +168,15 @@ class _Writer:
             add(f"{s} {P.ended_at} {_s(trace.ended_at)}{_DATETIME_DT}{t}")
         if trace.redactions:
             add(f"{s} {P.redactions} {_j(trace.redactions)}{t}")
+        if trace.losses:
+            add(f"{s} {P.losses} {_j(trace.losses)}{t}")
         for i, message in enumerate(trace.messages):
             self.message(message, f"{iri}/message/{i}", i, s)
         self.parts(trace.parts, iri, s)
         for i, call in enumerate(trace.calls):
             self.call(call, iri, i, s)
+        if self.subtrees:
+            self.subtree_totals(trace.calls)
         for i, entry in enumerate(trace.entries):
             child = f"{iri}/entry/{i}"
             add(f"{s} {P.entries} <{child}>{t}")
@@ -178,13 +201,34 @@ class _Writer:
             group = self.usage[(model, day)] = _UsageGroup()
         group.add(response)
 
+    def subtree_totals(self, calls: list[m.Call]) -> None:
+        """The derived totals of the LM calls below each evaluation and compilation of a program run."""
+        add = self.out.append
+        t = self.tail
+        for position, node in self.subtrees:
+            group = _UsageGroup()
+            for index, call in enumerate(calls):
+                if isinstance(call, m.LMCall) and index != position and _below(calls, index, position):
+                    group.add(call.entry.response if call.entry is not None else None)
+            add(f"{node} {P.subtree_lm_calls} {_int(group.calls)}{t}")
+            if group.input_tokens is not None:
+                add(f"{node} {P.subtree_input_tokens} {_int(group.input_tokens)}{t}")
+            if group.output_tokens is not None:
+                add(f"{node} {P.subtree_output_tokens} {_int(group.output_tokens)}{t}")
+            if group.cost is not None:
+                add(f"{node} {P.subtree_cost} {_double(group.cost)}{t}")
+
     def derived(self, s: str, iri: str) -> None:
         add = self.out.append
         t = self.tail
         add(f"{s} {P.lm_call_count} {_int(self.lm_calls)}{t}")
         add(f"{s} {P.message_count} {_int(self.messages)}{t}")
-        add(f"{s} {P.tool_call_count} {_int(sum(len(nodes) for nodes in self.tool_calls.values()))}{t}")
+        # tool calls as users count them: parts sharing a call id are one call (a call replayed in a conversation),
+        # and an execution that answers no part (ReAct asks in text fields) is a call of its own
+        parts = sum(1 if call_id is not None else len(nodes) for call_id, nodes in self.tool_calls.items())
+        add(f"{s} {P.tool_call_count} {_int(parts + self.unasked_executions)}{t}")
         add(f"{s} {P.tool_result_count} {_int(len(self.tool_results))}{t}")
+        add(f"{s} {P.tool_execution_count} {_int(self.executions)}{t}")
         if self.input_tokens is not None:
             add(f"{s} {P.input_tokens_total} {_int(self.input_tokens)}{t}")
         if self.output_tokens is not None:
@@ -304,13 +348,50 @@ class _Writer:
             if call.output_summary is not None:
                 add(f"{s} {P.output_summary} {_j(call.output_summary)}{t}")
             self.parts(call.tool_calls, iri, s, "tool_calls", "tool_call")
+            for ref in call.returned_tool_calls:
+                add(f"{s} {P.returned_tool_calls} <{part_ref_iri(trace_iri, ref)}>{t}")
+        elif isinstance(call, m.EvaluateCall):
+            for slot in ("metric", "program_class", "program_fingerprint"):
+                if (value := getattr(call, slot)) is not None:
+                    add(f"{s} {getattr(P, slot)} {_s(value)}{t}")
+            if call.devset_size is not None:
+                add(f"{s} {P.devset_size} {_int(call.devset_size)}{t}")
+            if call.score is not None:
+                add(f"{s} {P.score} {_score(call.score)}{t}")
+            for i, result in enumerate(call.example_results):
+                rs = f"<{iri}/example_result/{i}>"
+                add(f"{s} {P.example_results} {rs}{t}")
+                add(f"{rs} {_TYPE} {C['ExampleResult']}{t}")
+                add(f"{rs} {P.position} {_int(i)}{t}")
+                if result.example is not None:
+                    add(f"{rs} {P.example} {_j(result.example)}{t}")
+                if result.prediction is not None:
+                    add(f"{rs} {P.prediction} {_j(result.prediction)}{t}")
+                if result.score is not None:
+                    add(f"{rs} {P.score} {_score(result.score)}{t}")
+                if result.program_call is not None:
+                    add(f"{rs} {P.program_call} <{trace_iri}/call/{result.program_call}>{t}")
+                if result.error is not None:
+                    add(f"{rs} {P.error} {_s(result.error)}{t}")
+            self.subtrees.append((position, s))
+        elif isinstance(call, m.CompileCall):
+            add(f"{s} {P.optimizer_class} {_s(call.optimizer_class)}{t}")
+            if call.input_summary is not None:
+                add(f"{s} {P.input_summary} {_j(call.input_summary)}{t}")
+            for slot in ("program_class", "student_fingerprint", "program_fingerprint"):
+                if (value := getattr(call, slot)) is not None:
+                    add(f"{s} {getattr(P, slot)} {_s(value)}{t}")
+            self.subtrees.append((position, s))
         elif isinstance(call, m.LMCall):
             if call.model is not None:
                 add(f"{s} {P.model} {_s(call.model)}{t}")
             if call.entry is not None:
                 add(f"{s} {P.entry} <{iri}/entry>{t}")
                 self.entry(call.entry, f"{iri}/entry", None)
-        else:
+        elif isinstance(call, m.ToolExecution):
+            self.executions += 1
+            if call.answers is None:
+                self.unasked_executions += 1
             tc = call.tool_call
             cs = f"<{iri}/tool_call>"
             add(f"{s} {P.tool_call} {cs}{t}")
@@ -529,6 +610,24 @@ class _Writer:
                         add(f"{s} {P.title} {_s(part.title)}{t}")
                     if part.context is not None:
                         add(f"{s} {P.context} {_s(part.context)}{t}")
+
+
+def _below(calls: list[m.Call], index: int, ancestor: int) -> bool:
+    """Whether ``calls[index]`` descends from ``calls[ancestor]`` (parent links; a cycle, which the reader refuses,
+    ends the walk)."""
+    current = calls[index].parent_call
+    seen = 0
+    while current is not None and seen <= len(calls):
+        if current == ancestor:
+            return True
+        current = calls[current].parent_call
+        seen += 1
+    return False
+
+
+def _score(value: float | int | bool) -> str:
+    """A score as ``xsd:decimal`` (a boolean metric's value as 1 or 0)."""
+    return _decimal(int(value) if isinstance(value, bool) else value)
 
 
 def part_ref_iri(trace_iri: str, ref: m.PartRef) -> str:

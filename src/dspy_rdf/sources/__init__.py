@@ -8,7 +8,7 @@ registry.
 from __future__ import annotations
 
 from dspy_rdf import model as m
-from dspy_rdf.sources import dspy33, history_dict, lm15, openai_chat, trajectory
+from dspy_rdf.sources import dspy33, dspy_history, history_dict, lm15, openai_chat, trajectory
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = ["SOURCES", "ReadOptions", "Source", "source_for"]
@@ -17,6 +17,7 @@ SOURCES: tuple[Source, ...] = (
     trajectory.SOURCE,
     lm15.SOURCE,
     history_dict.SOURCE,
+    dspy_history.SOURCE,
     openai_chat.SOURCE,
     dspy33.SOURCE,
 )

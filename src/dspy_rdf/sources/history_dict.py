@@ -55,6 +55,7 @@ passes ``model=`` / ``timestamp=``. Every field filled in so is listed in
 from __future__ import annotations
 
 import json
+import re
 import uuid as uuid_lib
 from typing import Any
 
@@ -71,7 +72,7 @@ from dspy_rdf.sources.openai_chat import (
     usage_from_openai,
 )
 
-__all__ = ["FILLED_KEY", "LEGACY_UUID_NAMESPACE", "SOURCE", "entry_from_history_dict", "is_history_dict", "output_from_legacy"]
+__all__ = ["FILLED_KEY", "LEGACY_UUID_NAMESPACE", "SOURCE", "entry_from_history_dict", "finish_reasons", "is_history_dict", "output_from_legacy"]
 
 LEGACY_UUID_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, "urn:dspy-rdf:legacy-history-entry")
 """The uuid5 namespace of the uuids derived for entries that have none."""
@@ -132,6 +133,28 @@ def output_from_legacy(value: Any, path: str) -> m.LMOutput:
     read_keys = ("text", "reasoning_content", "tool_calls", "citations", "logprobs")
     extras = {k: v for k, v in value.items() if k not in read_keys and v is not None}
     return m.LMOutput(parts=parts, logprobs=value.get("logprobs"), provider_data=extras)
+
+
+_FINISH_REASON_REPR = re.compile(r"finish_reason='([^'\\]*)'")
+
+
+def finish_reasons(response: Any, outputs: int) -> list[str | None]:
+    """The finish reason of each output, from the provider's raw response the entry kept (``response``), which DSPy's
+    own reading of legacy entries leaves out: choices of a chat completion (a dict, as a live ``ModelResponse``
+    dumps, or its ``str()``, as ``json.dumps(history, default=str)`` writes it), or an lm15 response's
+    ``finish_reason`` (DSPy 3.4). Nones where the response does not say, or does not have one choice per output."""
+    found: list[Any] = []
+    if isinstance(response, dict):
+        choices = response.get("choices")
+        if isinstance(choices, list):
+            found = [c.get("finish_reason") if isinstance(c, dict) else None for c in choices]
+        elif "finish_reason" in response:
+            found = [response.get("finish_reason")]
+    elif isinstance(response, str) and response.startswith("ModelResponse("):
+        found = _FINISH_REASON_REPR.findall(response)
+    if len(found) != outputs or not all(isinstance(x, str) or x is None for x in found):
+        return [None] * outputs
+    return found
 
 
 def _derived_uuid(value: dict[str, Any]) -> str:
@@ -240,6 +263,9 @@ def entry_from_history_dict(
     outputs = [output_from_legacy(o, f"{prefix}outputs[{i}]") for i, o in enumerate(raw_outputs)]
     if not outputs:
         outputs = [m.LMOutput(metadata={"empty_legacy_outputs": True})]  # DSPy's marker for "returned nothing"
+    for output, reason in zip(outputs, finish_reasons(d.get("response"), len(raw_outputs))):
+        output.finish_reason = reason
+        output.truncated = reason == "length"
     response = m.LMResponse(
         outputs=outputs,
         model=get_str(d, "response_model", p) or request.model,

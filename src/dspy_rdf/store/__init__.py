@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dspy_rdf.store.base import (
     DEFAULT_STORE,
+    STATS,
     STORE_ENV,
     EncodedTrace,
     PutReport,
@@ -26,6 +27,7 @@ from dspy_rdf.store.embedded import EmbeddedStore
 
 __all__ = [
     "DEFAULT_STORE",
+    "STATS",
     "STORE_ENV",
     "EmbeddedStore",
     "EncodedTrace",

@@ -33,6 +33,7 @@ __all__ = [
     "STORE_ENV",
     "EncodedTrace",
     "PutReport",
+    "STATS",
     "SparqlJson",
     "StoreError",
     "StoreLockedError",
@@ -77,6 +78,17 @@ class EncodedTrace:
     data: bytes
     triples: int
 
+
+STATS = {
+    "traces": "traces (one per named graph)",
+    "lm_calls": "LM calls (history entries, and lone requests or responses)",
+    "tool_calls": "tool calls (tool-call parts, one per call id, plus tool executions no part asked for, as ReAct's)",
+    "tool_executions": "tool executions (dspy.Tool calls recorded in program runs)",
+    "tool_results": "tool-result parts (results sent back to a model)",
+    "messages": "messages (of every request)",
+    "triples": "triples",
+}
+"""What :meth:`TraceStore.stats` counts, in words."""
 
 _VALUES_BATCH = 200
 """Graph names per ``VALUES`` block of a query."""
@@ -258,17 +270,18 @@ class TraceStore(ABC):
         return [b["g"]["value"] for b in rows["results"]["bindings"]]
 
     def stats(self) -> dict[str, int]:
-        """Counts over the whole store: traces, LM calls, tool calls, tool results, messages, triples."""
+        """Counts over the whole store (:data:`STATS` says what each counts)."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         query = f"""
             SELECT (COUNT(?t) AS ?traces) (SUM(COALESCE(?lm, 0)) AS ?lm_calls) (SUM(COALESCE(?tc, 0)) AS ?tool_calls)
-                   (SUM(COALESCE(?tr, 0)) AS ?tool_results) (SUM(COALESCE(?msg, 0)) AS ?messages)
+                   (SUM(COALESCE(?te, 0)) AS ?tool_executions) (SUM(COALESCE(?tr, 0)) AS ?tool_results)
+                   (SUM(COALESCE(?msg, 0)) AS ?messages)
             WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} UNION {{ ?g <{d}lm_call_count> ?lm }}
-                                UNION {{ ?g <{d}tool_call_count> ?tc }} UNION {{ ?g <{d}tool_result_count> ?tr }}
-                                UNION {{ ?g <{d}message_count> ?msg }} }} }}"""
+                                UNION {{ ?g <{d}tool_call_count> ?tc }} UNION {{ ?g <{d}tool_execution_count> ?te }}
+                                UNION {{ ?g <{d}tool_result_count> ?tr }} UNION {{ ?g <{d}message_count> ?msg }} }} }}"""
         [row] = self.select(query)["results"]["bindings"]
-        counts = {name: int(row[name]["value"]) if name in row else 0 for name in ("traces", "lm_calls", "tool_calls", "tool_results", "messages")}
+        counts = {name: int(row[name]["value"]) if name in row else 0 for name in STATS if name != "triples"}
         [row] = self.select("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")["results"]["bindings"]
         counts["triples"] = int(row["n"]["value"])
         return counts

@@ -1,0 +1,88 @@
+"""Live DSPy objects as JSON data, converted the way their own libraries write them.
+
+A running DSPy program holds its traces as live objects: ``lm.history`` dicts holding LiteLLM ``ModelResponse`` and
+``ChatCompletionMessageToolCall`` objects (DSPy's legacy path with ``dspy.LM``), lm15 ``Request`` and ``Response``
+objects (DSPy 3.4), typed ``LMHistoryEntry`` models (DSPy 3.3 under ``experimental=True``), ``dspy.ToolCalls``,
+``dspy.History``, ``dspy.Prediction``. :func:`json_data` turns any of them into plain JSON data (what the readers of
+:mod:`dspy_rdf.sources` take): pydantic models with ``model_dump(mode="json")``, lm15 objects with lm15's own serde,
+DSPy's ``Example`` and ``Prediction`` as their fields. A value that has no JSON form is kept as its text, and the
+place and the reason are added to ``losses`` (which a trace records in ``losses``), so that nothing is dropped
+silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "is_lm15", "json_data", "loss"]
+
+MAX_DEPTH = 200
+"""Deeper values are kept as their text (a live object graph can be cyclic)."""
+
+
+def is_lm15(obj: Any) -> bool:
+    """Whether ``obj`` is an object of lm15 (DSPy 3.4's vendored LM library)."""
+    module = type(obj).__module__
+    return module.startswith("dspy._vendor.lm15") or module.split(".")[0] == "lm15"
+
+
+def loss(field: str, reason: str) -> dict[str, str]:
+    """One record of what could not be carried exactly: where (a dotted path) and why."""
+    return {"field": field or "(the value)", "reason": reason}
+
+
+def json_data(value: Any, *, path: str = "", losses: list[dict[str, str]] | None = None) -> Any:
+    """``value`` as JSON data (dicts with string keys, lists, strings, numbers, booleans, null); see the module
+    docstring. What had to be kept as text is appended to ``losses`` (when given) as :func:`loss` records."""
+    return _convert(value, path, losses if losses is not None else [], 0)
+
+
+def _text(value: Any, path: str, losses: list[dict[str, str]], why: str) -> str:
+    try:
+        text = str(value)
+    except Exception as exc:  # noqa: BLE001 - a live object's __str__ can raise anything; the run must still be kept
+        text = f"<{type(value).__name__} whose text could not be read: {type(exc).__name__}>"
+    losses.append(loss(path, why))
+    return text
+
+
+def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) -> Any:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return _text(value, path, losses, f"{value!r} is not a JSON number; kept as text")
+    if depth >= MAX_DEPTH:
+        return _text(value, path, losses, f"nested more than {MAX_DEPTH} levels deep; kept as text")
+    if isinstance(value, dict):
+        return {str(k): _convert(v, f"{path}.{k}" if path else str(k), losses, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_convert(v, f"{path}[{i}]", losses, depth + 1) for i, v in enumerate(value)]
+    if is_lm15(value):
+        from dspy_rdf.sources.lm15 import lm15_to_json
+
+        try:
+            return _convert(lm15_to_json(value)[1], path, losses, depth + 1)
+        except (ValueError, TypeError, ImportError):
+            pass  # an lm15 value that is not a request, response, message or part (a config, a tool): its fields
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        try:
+            dumped = value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - pydantic raises its own errors for fields it cannot write as JSON
+            try:
+                dumped = value.model_dump()
+            except Exception:  # noqa: BLE001
+                return _text(value, path, losses, f"a {type(value).__name__} that pydantic cannot dump; kept as text")
+        return _convert(dumped, path, losses, depth + 1)
+    if hasattr(value, "toDict") and callable(value.toDict):  # dspy.Example, dspy.Prediction
+        return _convert(value.toDict(), path, losses, depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _convert(dataclasses.asdict(value), path, losses, depth + 1)
+    if isinstance(value, (set, frozenset)):
+        return _convert(sorted(value, key=repr), path, losses, depth + 1)
+    if isinstance(value, bytes):
+        return _text(value, path, losses, "bytes are not JSON; kept as their text")
+    return _text(value, path, losses, f"a {type(value).__module__}.{type(value).__qualname__} is not JSON; kept as its text")
