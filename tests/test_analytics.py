@@ -56,7 +56,7 @@ EXPECTED_COLUMNS = {
     "tokens_cost_per_model_day": ["model", "day", "lm_calls", "input_tokens", "output_tokens", "total_tokens", "cost", "priced_calls"],
     "tokens_per_model": ["model", "lm_calls", "input_tokens", "output_tokens", "cost", "priced_calls"],
     "tool_argument_frequency": ["tool", "args", "calls", "traces"],
-    "tool_calls_per_tool": ["tool", "calls", "distinct_calls", "executions"],
+    "tool_calls_per_tool": ["tool", "calls", "parts", "executions"],
     "tool_error_rate": ["tool", "results", "errors", "error_rate"],
     "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "call"],
     "tool_calls_not_offered": ["trace", "tool", "call", "request"],
@@ -273,14 +273,16 @@ def test_every_query_runs_and_returns_its_columns(store):
 
 
 def test_tool_calls_per_tool(store, traces):
-    calls, distinct, executions = Counter(), defaultdict(set), Counter()
+    parts, distinct, executions, unasked = Counter(), defaultdict(set), Counter(), Counter()
     for n, trace in enumerate(traces):
         for part in of(trace, m.LMToolCallPart):
-            calls[part.name] += 1
+            parts[part.name] += 1
             distinct[part.name].add((n, part.call_id) if part.call_id is not None else id(part))
         for ex in of(trace, m.ToolExecution):
             executions[ex.tool_call.name] += 1
-    expected = {tool: (calls[tool], len(distinct[tool]), executions[tool]) for tool in calls.keys() | executions.keys()}
+            unasked[ex.tool_call.name] += ex.answers is None
+    tools = parts.keys() | executions.keys()
+    expected = {tool: (len(distinct[tool]) + unasked[tool], parts[tool], executions[tool]) for tool in tools}
     rows = run_query(store, "tool_calls_per_tool").rows
     assert {tool: tuple(rest) for tool, *rest in rows} == expected
     assert expected["add"][2] == expected["divide"][2] == 2  # executed once by ReAct, once by CallTools
