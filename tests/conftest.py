@@ -32,6 +32,17 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "versions: " + ", ".join(f"{name} {version(name)}" for name in names)
 
 
+def dspy33_types():
+    """DSPy 3.3's typed LM objects (``dspy.core.types``), or a skip saying why on a DSPy that removed them (3.4)."""
+    try:
+        import dspy.core.types as types
+    except ImportError:
+        import dspy
+
+        pytest.skip(f"DSPy {dspy.__version__} has no dspy.core.types (DSPy 3.3's typed LM objects)")
+    return types
+
+
 def load(name: str):
     """The parsed JSON of a fixture file in tests/data/."""
     return json.loads((DATA / name).read_text(encoding="utf-8"))

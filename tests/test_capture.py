@@ -6,9 +6,9 @@ import threading
 
 import dspy
 import pytest
-from dspy.core.types import LMOutput, LMRequest, LMResponse, LMTextPart, LMToolCallPart, LMToolSpec, LMUsage
 from dspy.utils import DummyLM
 
+from conftest import dspy33_types
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
 from dspy_rdf import model as m
 from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder, summarize
@@ -126,35 +126,35 @@ def test_tool_calls_returned_as_dspy_toolcalls_are_paired_with_their_executions(
     assert_round_trips_and_conforms(trace)
 
 
-class ScriptedLM(dspy.BaseLM):
-    """A typed DSPy 3.3 LM answering from a script, so DSPy writes typed LMHistoryEntry objects."""
-
-    forward_contract = "typed_lm"
-
-    def __init__(self, script: list[LMResponse]) -> None:
-        super().__init__(model="scripted/typed-lm", cache=False)
-        self.script = list(script)
-
-    def forward(self, request: LMRequest) -> LMResponse:
-        return self.script.pop(0)
-
-
-class NativeToolLoop(dspy.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tool = dspy.Tool(add)
-
-    def forward(self, question: str):
-        spec = LMToolSpec(name="add", parameters=self.tool.args)
-        with dspy.context(experimental=True):
-            response = dspy.settings.lm(dspy.User(question), tools=[spec])
-        call = response.tool_calls[0]
-        return dspy.Prediction(answer=self.tool(**call.args))
-
-
 def test_native_tool_call_parts_are_paired_with_their_executions():
-    call = LMToolCallPart(id="call_7", name="add", args={"a": 4, "b": 5})
-    lm = ScriptedLM([LMResponse(model="m", outputs=[LMOutput(parts=[LMTextPart(text="Adding."), call])], usage=LMUsage(input_tokens=9, output_tokens=3))])
+    """DSPy 3.3's typed path: a typed LM (``forward_contract = "typed_lm"``) writes typed LMHistoryEntry objects."""
+    types = dspy33_types()
+
+    class ScriptedLM(dspy.BaseLM):
+        forward_contract = "typed_lm"
+
+        def __init__(self, script) -> None:
+            super().__init__(model="scripted/typed-lm", cache=False)
+            self.script = list(script)
+
+        def forward(self, request):
+            return self.script.pop(0)
+
+    class NativeToolLoop(dspy.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tool = dspy.Tool(add)
+
+        def forward(self, question: str):
+            spec = types.LMToolSpec(name="add", parameters=self.tool.args)
+            with dspy.context(experimental=True):
+                response = dspy.settings.lm(dspy.User(question), tools=[spec])
+            call = response.tool_calls[0]
+            return dspy.Prediction(answer=self.tool(**call.args))
+
+    call = types.LMToolCallPart(id="call_7", name="add", args={"a": 4, "b": 5})
+    output = types.LMOutput(parts=[types.LMTextPart(text="Adding."), call])
+    lm = ScriptedLM([types.LMResponse(model="m", outputs=[output], usage=types.LMUsage(input_tokens=9, output_tokens=3))])
     [trace] = record(NativeToolLoop(), lm, question="4+5?")
     [lm_call] = calls_of(trace, m.LMCall)
     [tool] = calls_of(trace, m.ToolExecution)

@@ -7,9 +7,8 @@ import json
 
 import dspy
 import pytest
-from dspy.core.types import LMOutput, LMRequest, LMResponse, LMTextPart, LMUsage
 
-from conftest import load
+from conftest import dspy33_types, load
 from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
@@ -28,22 +27,29 @@ SECRETS = {
 }
 
 
-class KeyedLM(dspy.BaseLM):
+def keyed_lm() -> dspy.BaseLM:
     """A typed DSPy 3.3 LM given an API key, as a user would give one to a provider client."""
+    types = dspy33_types()
 
-    forward_contract = "typed_lm"
+    class KeyedLM(dspy.BaseLM):
+        forward_contract = "typed_lm"
 
-    def __init__(self) -> None:
-        super().__init__(model="openai/gpt-4o-mini", cache=False, api_key=OPENAI_KEY)
+        def __init__(self) -> None:
+            super().__init__(model="openai/gpt-4o-mini", cache=False, api_key=OPENAI_KEY)
 
-    def forward(self, request: LMRequest) -> LMResponse:
-        answer = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
-        return LMResponse(model="gpt-4o-mini", outputs=[LMOutput(parts=[LMTextPart(text=answer)], finish_reason="stop")], usage=LMUsage(prompt_tokens=10, completion_tokens=2))
+        def forward(self, request):
+            answer = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
+            return types.LMResponse(
+                model="gpt-4o-mini", outputs=[types.LMOutput(parts=[types.LMTextPart(text=answer)], finish_reason="stop")],
+                usage=types.LMUsage(prompt_tokens=10, completion_tokens=2),
+            )
+
+    return KeyedLM()
 
 
 @pytest.fixture(scope="module")
 def leaky_history():
-    lm = KeyedLM()
+    lm = keyed_lm()
     with dspy.context(lm=lm):
         dspy.Predict("question -> answer")(question="Capital of France?")
     return lm.history
@@ -130,7 +136,7 @@ def test_cli_redacts_into_files_and_stores_unless_told_not_to(tmp_path, leaky_hi
 def test_the_capture_file_sink_redacts(tmp_path, suffix):
     sink = FileSink(tmp_path / f"runs{suffix}")
     recorder = TraceRecorder(sink)
-    with dspy.context(lm=KeyedLM(), callbacks=[recorder]):
+    with dspy.context(lm=keyed_lm(), callbacks=[recorder]):
         dspy.Predict("question -> answer")(question="Capital of France?")
     assert recorder.errors == []
     text = (tmp_path / f"runs{suffix}").read_text(encoding="utf-8")

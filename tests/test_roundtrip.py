@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from dspy.core.types import LMHistoryEntry, LMRequest, LMResponse
 
-from conftest import FIXTURE_FILES, PART_KINDS, load
+from conftest import FIXTURE_FILES, PART_KINDS, dspy33_types, load
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
 from dspy_rdf.demo import bundled_traces_path
 
@@ -27,6 +26,8 @@ def test_json_survives_a_round_trip_through_every_format(fixture_json, fmt):
 
 
 def test_dspy_objects_survive_a_round_trip(fixture_json):
+    types = dspy33_types()
+    LMHistoryEntry, LMRequest, LMResponse = types.LMHistoryEntry, types.LMRequest, types.LMResponse
     if isinstance(fixture_json, list):
         objects = [LMHistoryEntry.model_validate(e) for e in fixture_json]
     elif "uuid" in fixture_json:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from conftest import dspy33_types
 from dspy_rdf import model as m
 from dspy_rdf.sources.dspy33 import entry_to_json, request_to_json, response_to_json
 from dspy_rdf.errors import TraceInputError
@@ -81,8 +82,10 @@ def live_tool_calls(outputs: list[Any]) -> list[Any]:
 
 def dspy_entry(value: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(request JSON or None for an lm15 request, response JSON) as DSPy 3.3.1 converts a legacy entry."""
+    dspy33_types()  # DSPy 3.3's own conversions are the reference (skips on DSPy 3.4)
     from dspy.clients.openai_format import lm_response_from_legacy_outputs
-    from dspy.core.types import LMRequest, LMUsage
+    types = dspy33_types()
+    LMRequest, LMUsage = types.LMRequest, types.LMUsage
 
     if isinstance(value.get("request"), dict):
         request = LMRequest(model=value["request"]["model"], messages=[])
@@ -132,7 +135,7 @@ def test_matches_dspy(name: str, index: int) -> None:
 @pytest.mark.parametrize(("name", "index"), CASES, ids=[f"{n}[{i}]" for n, i in CASES])
 def test_is_a_valid_dspy33_entry(name: str, index: int) -> None:
     """The entry we build, kept data included, is valid DSPy 3.3 JSON that DSPy dumps back unchanged."""
-    dspy_types = pytest.importorskip("dspy.core.types")
+    dspy_types = dspy33_types()
     ours = entry_to_json(read(name, index))
     assert dspy_types.LMHistoryEntry.model_validate(ours).model_dump(mode="json") == ours
 
@@ -277,7 +280,7 @@ def test_dspy33_typed_entries_are_not_claimed() -> None:
 
 
 def test_dspy33_to_dict_is_not_claimed() -> None:
-    dspy_types = pytest.importorskip("dspy.core.types")
+    dspy_types = dspy33_types()
     typed = dspy_types.LMHistoryEntry.model_validate(load("history_entry_all_parts.json"))
     assert not is_history_dict(typed.to_dict(mode="json"))
     for raw in load("react_history.json"):

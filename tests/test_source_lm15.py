@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dspy.core.types import LMRequest, LMResponse
 
+from conftest import dspy33_types
 from dspy_rdf import model as m
 from dspy_rdf.sources.dspy33 import request_from_json, request_to_json, response_from_json, response_to_json
 from dspy_rdf.errors import TraceInputError
@@ -78,13 +78,14 @@ def read(value: Any, kind: str) -> Any:
 def as_dspy33_json(obj: Any) -> tuple[dict[str, Any], type]:
     """The DSPy 3.3 JSON of a canonical object and the DSPy 3.3.1 model that must accept it (a message or
     part goes inside a one-message request)."""
+    types = dspy33_types()
     if isinstance(obj, m.LMResponse):
-        return response_to_json(obj), LMResponse
+        return response_to_json(obj), types.LMResponse
     if isinstance(obj, m.LMMessage):
         obj = m.LMRequest(model="m", messages=[obj])
     elif not isinstance(obj, m.LMRequest):
         obj = m.LMRequest(model="m", messages=[m.LMMessage(role="assistant", parts=[obj])])
-    return request_to_json(obj), LMRequest
+    return request_to_json(obj), types.LMRequest
 
 
 def test_the_fixture_set_is_complete() -> None:
@@ -121,7 +122,7 @@ def test_every_fixture_is_a_valid_dspy33_contract(name: str) -> None:
     data, dspy_model = as_dspy33_json(obj)
     validated = dspy_model.model_validate(data)
     assert validated.model_dump(mode="json") == data  # DSPy 3.3.1 takes it as written: nothing coerced
-    back = request_from_json(data) if dspy_model is LMRequest else response_from_json(data)
+    back = request_from_json(data) if dspy_model.__name__ == "LMRequest" else response_from_json(data)
     assert as_dspy33_json(back)[0] == data
 
 
@@ -330,6 +331,8 @@ CUSTOM_ENGINE_COST = {"kind": "unknown", "reason": "custom engine has no pricing
 
 def test_history_entries_of_dspy341() -> None:
     """What DSPy 3.4.1 records: its ``response`` (and ``request``, when there is one) read as lm15 JSON."""
+    types = dspy33_types()
+    LMRequest, LMResponse = types.LMRequest, types.LMResponse
     history = load(HISTORY)
     extra_keys = [{"cost_details"}, {"cost_details", "request", "adaptations"}, {"cost_details", "request"}]
     assert [set(e) - ENTRY_KEYS for e in history] == [set()] * 4 + extra_keys
@@ -401,7 +404,7 @@ def test_does_not_claim_other_json(name: str) -> None:
 
 def test_the_shared_dspy_repo_request_is_not_lm15() -> None:
     """A real DSPy 3.3 request from DSPy's own test snapshots (shared/fixtures, beside the repository)."""
-    from conftest import load_shared
+    from conftest import load_shared, dspy33_types
 
     assert detect_lm15(load_shared("dspy_repo_rlm_lm_request.json")) is None
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import dspy33_types
 from dspy_rdf import model as m
 from dspy_rdf.sources.dspy33 import request_to_json, response_to_json
 from dspy_rdf.errors import TraceInputError
@@ -63,7 +64,8 @@ def test_fixture_counts() -> None:
 
 
 def dspy_request(payload: dict[str, Any]) -> dict[str, Any]:
-    from dspy.core.types import LMRequest
+    types = dspy33_types()
+    LMRequest = types.LMRequest
 
     rest = {k: v for k, v in payload.items() if k not in ("model", "messages", "tools")}
     request = LMRequest.from_call(model=payload["model"], messages=payload["messages"], tools=payload.get("tools"), **rest)
@@ -71,8 +73,10 @@ def dspy_request(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def dspy_response(payload: dict[str, Any], model: str) -> dict[str, Any]:
+    dspy33_types()  # DSPy 3.3's own conversions are the reference (skips on DSPy 3.4)
     from dspy.clients.openai_format import completion_to_lm_response
-    from dspy.core.types import LMRequest
+    types = dspy33_types()
+    LMRequest = types.LMRequest
 
     return completion_to_lm_response(payload, LMRequest(model=model, messages=[])).model_dump(mode="json")
 
@@ -152,14 +156,14 @@ def test_response_matches_dspy(name: str, payload: dict[str, Any]) -> None:
 @pytest.mark.parametrize(("name", "payload"), REQUEST_CASES, ids=[n for n, _ in REQUEST_CASES])
 def test_request_json_is_valid_dspy(name: str, payload: dict[str, Any]) -> None:
     """What we build (kept data included) is a valid DSPy 3.3 request that dumps back unchanged."""
-    dspy_types = pytest.importorskip("dspy.core.types")
+    dspy_types = dspy33_types()
     ours = request_to_json(request_from_openai(payload))
     assert dspy_types.LMRequest.model_validate(ours).model_dump(mode="json") == ours
 
 
 @pytest.mark.parametrize(("name", "payload"), RESPONSE_CASES, ids=[n for n, _ in RESPONSE_CASES])
 def test_response_json_is_valid_dspy(name: str, payload: dict[str, Any]) -> None:
-    dspy_types = pytest.importorskip("dspy.core.types")
+    dspy_types = dspy33_types()
     ours = response_to_json(response_from_openai(payload))
     assert dspy_types.LMResponse.model_validate(ours).model_dump(mode="json") == ours
 
@@ -214,7 +218,7 @@ def test_does_not_claim_history_entries_or_junk() -> None:
 
 
 def test_dspy33_typed_history_entry_to_dict_is_not_claimed() -> None:
-    dspy_types = pytest.importorskip("dspy.core.types")
+    dspy_types = dspy33_types()
     entry = dspy_types.LMHistoryEntry.model_validate(load("history_entry_all_parts.json"))
     assert detect_openai(entry.to_dict(mode="json")) is None
 
@@ -324,7 +328,7 @@ CONFIG_KWARGS = [
 
 @pytest.mark.parametrize("kwargs", CONFIG_KWARGS, ids=[str(i) for i in range(len(CONFIG_KWARGS))])
 def test_config_matches_dspy(kwargs: dict[str, Any]) -> None:
-    dspy_types = pytest.importorskip("dspy.core.types")
+    dspy_types = dspy33_types()
     theirs = dspy_types.LMConfig.from_kwargs(**copy.deepcopy(kwargs)).model_dump(mode="json")
     ours = request_to_json(m.LMRequest(model="m", config=config_from_kwargs(kwargs, "kwargs")))["config"]
     assert ours == theirs

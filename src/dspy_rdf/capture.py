@@ -353,15 +353,24 @@ class TraceRecorder(BaseCallback):
     def on_lm_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         with self._lock:
             instance, last = self._lm_marks.pop(call_id, (None, None))
-        # DSPy appends the history entry before on_lm_end runs; the entries after `last` are this call's (or, with
-        # several threads on one LM, this call's and others': the first one not yet claimed is ours).
+        # DSPy appends the history entry before on_lm_end runs, and the entry holds the very object the call returned
+        # (a legacy entry's `outputs`, a typed entry's `response`): that identity finds it among the entries appended
+        # since the call started, whatever other threads appended meanwhile. An LM that records differently falls back
+        # to the first entry after the call's start that no other call of the run claimed.
         entry = None
         history = getattr(instance, "history", None)
         if exception is None and isinstance(history, list):
+            fallback = None
             for candidate in reversed(history):
                 if candidate is last:
                     break
-                entry = candidate
+                held = candidate.get("outputs") if isinstance(candidate, dict) else getattr(candidate, "response", None)
+                if held is outputs and outputs is not None:
+                    entry = candidate
+                    break
+                fallback = candidate
+            if entry is None:
+                entry = fallback
 
         def update(run: _Run, index: int, call: m.LMCall) -> None:
             if entry is not None and all(e is not entry for e in run.raw_entries.values()):

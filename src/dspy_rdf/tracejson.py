@@ -233,11 +233,10 @@ def trace_from_dspy(obj: Any, *, source_format: m.SourceFormat | None = None) ->
 def trace_to_dspy(trace: m.Trace) -> Any:
     """Build the DSPy 3.3 object(s) a trace holds (requires ``dspy>=3.3``); kinds DSPy has no object for raise ValueError."""
     if trace.source_kind in ("lm_message", "lm_part"):
-        try:
-            import pydantic
-            from dspy.core.types import LMMessage, LMPart
-        except ImportError as exc:  # pragma: no cover - exercised only without dspy
-            raise ImportError("trace_to_dspy needs DSPy 3.3: pip install 'dspy-rdf[dspy]'") from exc
+        import pydantic
+
+        types = dspy33.dspy33_types()
+        LMMessage, LMPart = types.LMMessage, types.LMPart
         data = dspy33.trace_to_json(trace)
         if trace.source_kind == "lm_message":
             return LMMessage.model_validate(data)

@@ -31,7 +31,7 @@ from dspy_rdf.fields import (
     kind_of,
 )
 
-__all__ = ["SOURCE", "detect_kind", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
+__all__ = ["SOURCE", "detect_kind", "dspy33_types", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 
 _SOURCE_KEYS = ("media_type", "data", "url", "file_id", "path")
 
@@ -513,12 +513,33 @@ def _dump_dspy(obj: Any) -> Any:
     raise TraceInputError(f"expected a DSPy LMHistoryEntry, LMRequest or LMResponse, got {type(obj).__name__}")
 
 
-def trace_to_dspy(trace: m.Trace) -> Any:
-    """Build the DSPy 3.3 object(s) a trace holds (requires ``dspy>=3.3``)."""
+def dspy33_types() -> Any:
+    """DSPy 3.3's typed LM objects (``dspy.core.types``), or an ``ImportError`` saying what to do instead: DSPy 3.4
+    removed them (installing this package's ``dspy`` extra would not bring them back)."""
     try:
-        from dspy.core.types import LMHistoryEntry, LMRequest, LMResponse
-    except ImportError as exc:  # pragma: no cover - exercised only without dspy
-        raise ImportError("trace_to_dspy needs DSPy 3.3: pip install 'dspy-rdf[dspy]'") from exc
+        import dspy.core.types as types
+    except ImportError as exc:
+        try:
+            from importlib.metadata import version
+
+            installed = version("dspy")
+        except Exception:  # noqa: BLE001 - no DSPy at all
+            installed = None
+        if installed is None:
+            message = "building DSPy objects needs DSPy 3.3: pip install 'dspy>=3.3.1,<3.4'"
+        else:
+            message = (
+                f"DSPy {installed} has no dspy.core.types (DSPy 3.3's typed LM objects, which DSPy 3.4 replaced by "
+                "dspy.lm15): use trace_to_json(trace) for the same content as DSPy 3.3 JSON"
+            )
+        raise ImportError(message) from exc
+    return types
+
+
+def trace_to_dspy(trace: m.Trace) -> Any:
+    """Build the DSPy 3.3 object(s) a trace holds (requires ``dspy>=3.3,<3.4``; see :func:`dspy33_types`)."""
+    types = dspy33_types()
+    LMHistoryEntry, LMRequest, LMResponse = types.LMHistoryEntry, types.LMRequest, types.LMResponse
     data = trace_to_json(trace)
     if trace.source_kind == "lm_history":
         return [LMHistoryEntry.model_validate(e) for e in data]
