@@ -50,7 +50,8 @@ from pathlib import Path
 import pyoxigraph as ox
 
 import dspy_rdf
-import dspy_rdf.store as store_mod
+import dspy_rdf.store.base as store_base
+import dspy_rdf.store.embedded as store_embedded
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.identity import DEFAULT_BASE
 from dspy_rdf.inputs import read_traces
@@ -140,23 +141,23 @@ class Dirs:
 @contextlib.contextmanager
 def pre_encoded(encoded: list):
     """Within: ``TraceStore.put`` takes its encoded traces from ``encoded`` instead of encoding (commit only)."""
-    original = store_mod.encode_traces
-    store_mod.encode_traces = lambda traces, **options: iter(encoded)
+    original = store_base.encode_traces
+    store_base.encode_traces = lambda traces, **options: iter(encoded)
     try:
         yield
     finally:
-        store_mod.encode_traces = original
+        store_base.encode_traces = original
 
 
 @contextlib.contextmanager
 def transactions_only():
     """Within: every embedded batch is one ``Store.load`` transaction, whatever its size."""
-    original = store_mod._BULK_MIN_TRIPLES
-    store_mod._BULK_MIN_TRIPLES = float("inf")
+    original = store_embedded._BULK_MIN_TRIPLES
+    store_embedded._BULK_MIN_TRIPLES = float("inf")
     try:
         yield
     finally:
-        store_mod._BULK_MIN_TRIPLES = original
+        store_embedded._BULK_MIN_TRIPLES = original
 
 
 MODES = {"default": ({}, contextlib.nullcontext), "transactional": ({}, transactions_only), "bulk": ({"bulk": True}, contextlib.nullcontext)}

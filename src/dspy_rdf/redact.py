@@ -1,22 +1,29 @@
-"""Redaction of secrets at export time, on by default.
+"""Redaction of secrets at export time, on by default, and of every message dspy-rdf prints.
 
 Traces carry whatever providers and DSPy put in them, including live credentials: DSPy 3.3.1 copies an API key
 given to the LM constructor into the request config's ``extensions["api_key"]`` (and legacy history dicts keep
-it in ``kwargs``). Before a trace is written (to a file, a store, or by the capture sinks) a :class:`Redactor`
-replaces:
+it in ``kwargs``). Before a trace is written (to a file, a store, or by the capture sinks), and before a report or
+an error message shows a value, a :class:`Redactor` replaces:
 
-- every match of a well-known secret pattern in any text of the trace (OpenAI, Anthropic, Google, AWS access
-  key ids, GitHub and Slack tokens, ``Bearer`` tokens);
-- the value of every JSON field whose name says it is a secret (``api_key``, ``Authorization``, ``password``,
-  ``secret``, ``access_token``, ``aws_secret_access_key``, ...; compared without case, ``-`` or ``_``), anywhere in
-  JSON-valued slots (``extensions``, ``provider_data``, ``metadata``, ``extra_fields``, tool ``args``, ...);
+- every match of a well-known secret pattern in any text (:data:`DEFAULT_PATTERNS`): the key formats of OpenAI,
+  Anthropic, Google, AWS, Azure storage, GitHub, Slack, Hugging Face, Stripe and Groq, JSON Web Tokens, PEM private
+  key blocks, ``Bearer`` tokens and ``Basic`` credentials, the user and password of a URL
+  (``https://user:pass@host``), and credential parameters of a URL (``?key=``, ``?api_key=``, ``?sig=``, ...);
+- the value of every JSON field whose name says it is a secret (:func:`is_secret_field`: names are compared in
+  lower case without ``-``, ``_``, ``.`` or spaces, and a name that *contains* ``apikey``, ``password``, ``passwd``,
+  ``passphrase``, ``secret``, ``token``, ``credential``, ``privatekey``, ``accesskey``, ``authorization``,
+  ``cookie``, ``connectionstring`` or ``signature`` is one, and so are ``pwd``, ``auth`` and ``sig``; the
+  allow-list :data:`ALLOWED_FIELDS` keeps token counts such as ``max_tokens`` and ``total_tokens``, and the
+  ``token`` of a logprobs entry), anywhere in JSON-valued slots (``extensions``, ``provider_data``, ``metadata``,
+  ``extra_fields``, tool ``args``, ...);
 
 by a marker ``[REDACTED:kind]`` that says what was removed, and records ``{kind: count}`` in the trace's
 ``redactions`` slot, so the graph says that redaction happened. The trace given is never modified: a redacted
 copy is returned (the same object when nothing matched).
 
 Users add patterns and field names, pass a callable for their own rules, or turn it off (``--no-redact``,
-``redactor=None``).
+``redactor=None``). A pattern that can match the empty string is refused: it would write markers between the
+characters of every value.
 """
 
 from __future__ import annotations
@@ -25,44 +32,81 @@ import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from dspy_rdf import model as m
 
-__all__ = ["DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "Redactor", "marker"]
+__all__ = ["ALLOWED_FIELDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "Redactor", "is_secret_field", "marker"]
 
+_URL_PARAMETERS = ("key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret", "code")
 DEFAULT_PATTERNS: dict[str, str] = {
-    # Order matters where patterns overlap: Anthropic keys also start with "sk-".
+    # Order matters where patterns overlap: Anthropic keys also start with "sk-"; Stripe's with "sk_".
     "anthropic_api_key": r"sk-ant-[A-Za-z0-9_\-]{20,}",
     "openai_api_key": r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+    "stripe_key": r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    "groq_api_key": r"\bgsk_[A-Za-z0-9]{20,}",
+    "huggingface_token": r"\bhf_[A-Za-z0-9]{30,}",
     "google_api_key": r"AIza[0-9A-Za-z_\-]{35}",
     "aws_access_key_id": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    "github_token": r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
+    "azure_storage_key": r"(?<=AccountKey=)[A-Za-z0-9+/]{20,}={0,2}",
+    "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
     "slack_token": r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
-    "bearer_token": r"(?<=(?:[Bb]earer|BEARER) )[A-Za-z0-9\-._~+/]{16,}=*",
+    "json_web_token": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    "bearer_token": r"(?<=[Bb]earer )[A-Za-z0-9\-._~+/]{16,}=*|(?<=BEARER )[A-Za-z0-9\-._~+/]{16,}=*",
+    "basic_credentials": r"(?<=[Bb]asic )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])|(?<=BASIC )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])",
+    "digest_response": r'(?<=response=")[0-9a-fA-F]{32,}',
+    "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+(?=@)",
+    "url_credential_parameter": "(?i:" + "|".join(f"(?<=[?&]{re.escape(name)}=)" for name in _URL_PARAMETERS) + ")[^&#\\s\"'<>]+",
 }
-"""Kind of secret -> regular expression, applied to every string of a trace."""
+"""Kind of secret -> regular expression, applied to every string of a trace and to every message shown."""
 
-DEFAULT_FIELDS: frozenset[str] = frozenset(
-    {"apikey", "xapikey", "authorization", "proxyauthorization", "password", "passwd", "secret", "clientsecret"}
-    | {"secretkey", "accesstoken", "refreshtoken", "idtoken", "sessiontoken", "bearertoken", "authtoken", "privatekey"}
-    | {"awssecretaccesskey", "awssessiontoken", "cookie", "setcookie", "accesskey"}
-)
-"""Names of JSON fields whose values are secrets, normalized: lower case without ``-`` and ``_``. A bare
-``token`` is not one: logprobs entries name each generated token ``token``."""
+_SECRET_WORDS = (
+    "apikey", "password", "passwd", "passphrase", "secret", "token", "credential", "privatekey", "accesskey",
+    "authorization", "cookie", "connectionstring", "signature",
+)  # fmt: skip
+_SECRET_NAMES = frozenset({"pwd", "auth", "sig", "sas", "sastoken"})
+DEFAULT_FIELDS: frozenset[str] = frozenset(_SECRET_WORDS) | _SECRET_NAMES
+"""The words that make a JSON field name a secret (contained in the normalized name) and the names that are one
+whole (``pwd``, ``auth``, ``sig``, ``sas``); see :func:`is_secret_field`."""
 
+ALLOWED_FIELDS: frozenset[str] = frozenset({"token", "tokens", "toplogprobs"})
+"""Normalized field names that contain a secret word and are not secrets: a logprobs entry's ``token``. Beyond these,
+``token`` followed by ``s`` (``max_tokens``, ``total_tokens``, ``prompt_tokens_details``) is a count, unless what
+precedes it names a credential (``api_tokens``, ``access_tokens``), and ``token`` followed by ``count``, ``usage``,
+``limit``, ``type``, ``id`` or ``izer`` is not a secret either; a name with any other secret word is one."""
+
+_CREDENTIAL_TOKENS = ("access", "refresh", "id", "session", "bearer", "auth", "api", "oauth", "csrf", "personalaccess", "service")
 _FIELD_KIND = "secret_field"
 _RDF_JSON_SUFFIX = "^^<http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON>"
-_JSON_KEY = re.compile(r'"([^"\\]{1,64})":')
-# Literal text every match of a default pattern contains (secrets are ASCII, so canonical JSON holds them as is).
-_DEFAULT_PREFIXES: dict[str, tuple[str, ...]] = {
-    "anthropic_api_key": ("sk-ant-",),
+_SEPARATORS = str.maketrans("", "", "-_. ")
+_JSON_KEY = re.compile(r'"([^"\\]{1,80})":')
+# Literal text that at least one match of each default pattern contains (secrets are ASCII, so canonical JSON holds
+# them as they are), tested with `in` (a C-level search); the patterns that need context are gated by a character
+# they cannot match without ("=" for URL parameters and Azure keys, "://" for URL credentials), then run themselves.
+_DEFAULT_MARKERS: dict[str, tuple[str, ...]] = {
+    "anthropic_api_key": ("sk-",),
     "openai_api_key": ("sk-",),
+    "stripe_key": ("_live_", "_test_"),
+    "groq_api_key": ("gsk_",),
+    "huggingface_token": ("hf_",),
     "google_api_key": ("AIza",),
     "aws_access_key_id": ("AKIA", "ASIA"),
-    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     "slack_token": ("xox",),
+    "json_web_token": ("eyJ",),
+    "private_key": ("PRIVATE KEY",),
     "bearer_token": ("earer ", "EARER "),
+    "basic_credentials": ("asic ", "ASIC "),
+    "digest_response": ('response=\\"',),
+}
+# Patterns that need context (a lookbehind) are confirmed by a quicker pattern that starts with a literal or a rare
+# character, which re finds without trying every position.
+_NARROW: dict[str, tuple[str, re.Pattern[str]]] = {
+    "github_token": ("gh", re.compile(r"gh[pousr]_|github_pat_")),
+    "azure_storage_key": ("AccountKey=", re.compile(r"AccountKey=[A-Za-z0-9+/]{20,}")),
+    "url_credentials": ("://", re.compile(r"://[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+@")),
+    "url_credential_parameter": ("=", re.compile("[?&](?i:" + "|".join(re.escape(n) for n in _URL_PARAMETERS) + ")=[^&#\\s\"'<>]")),
 }
 
 
@@ -72,15 +116,45 @@ def marker(kind: str) -> str:
 
 
 def _normalized(name: str) -> str:
-    return name.lower().replace("-", "").replace("_", "")
+    return name.lower().translate(_SEPARATORS)
+
+
+@lru_cache(maxsize=4096)
+def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
+    """Whether a JSON field of this name holds a secret (see the module docstring); ``extra`` are more normalized
+    names that are secrets whole."""
+    n = _normalized(name)
+    if n in extra or n in _SECRET_NAMES:
+        return True
+    words = [w for w in _SECRET_WORDS if w in n]
+    if not words:
+        return False
+    if words == ["token"]:
+        if n in ALLOWED_FIELDS:
+            return False
+        at = n.find("token")
+        before, after = n[:at], n[at + len("token"):]
+        if after.startswith("s"):  # "max_tokens", "prompt_tokens_details": counts, unless of credentials ("api_tokens")
+            return before.endswith(_CREDENTIAL_TOKENS)
+        return not after.startswith(("count", "usage", "limit", "type", "id", "izer", "logprob"))
+    return True
+
+
+def _matches_empty(regex: re.Pattern[str]) -> bool:
+    """Whether a pattern can match an empty string anywhere in a few probe texts."""
+    for probe in ("", "a", "0", " ", "-", "ab ab", "a=b&c", "x\ny"):
+        if any(match.start() == match.end() for match in regex.finditer(probe)):
+            return True
+    return False
 
 
 class Redactor:
-    """Replaces secrets in traces (see the module docstring).
+    """Replaces secrets in traces and in text (see the module docstring).
 
-    ``extra_patterns`` adds ``{kind: regex}``; ``extra_fields`` adds field names; ``callback(text) -> text``
-    runs on every string after the patterns (return it unchanged to keep it; anything it changes is counted
-    as kind ``custom``). ``patterns``/``fields`` replace the defaults entirely.
+    ``extra_patterns`` adds ``{kind: regex}``; ``extra_fields`` adds field names (secret whole, compared normalized);
+    ``callback(text) -> text`` runs on every string after the patterns (return it unchanged to keep it; anything it
+    changes is counted as kind ``custom``). ``patterns`` replaces the default patterns entirely, ``fields`` the
+    default field names (then only those names, whole, are secrets).
     """
 
     def __init__(
@@ -98,36 +172,50 @@ class Redactor:
             if not re.fullmatch(r"[A-Za-z0-9_]+", kind):
                 raise ValueError(f"redaction kind {kind!r} must be letters, digits and _ only")
             try:
-                re.compile(regex)
+                compiled = re.compile(regex)
             except re.error as exc:
                 raise ValueError(f"redaction pattern for {kind!r} is not a valid regular expression: {exc}") from None
+            if _matches_empty(compiled):
+                raise ValueError(f"redaction pattern for {kind!r} ({regex!r}) can match the empty string; make it match at least one character")
         self.patterns = chosen
         # One pass per string: an alternation of named groups, one per kind.
         try:
             self._combined = re.compile("|".join(f"(?P<{kind}>{regex})" for kind, regex in chosen.items())) if chosen else None
         except re.error as exc:  # e.g. a global flag such as (?i) inside one pattern: use (?i:...) instead
             raise ValueError(f"redaction patterns cannot be combined: {exc}; use scoped flags such as (?i:...)") from None
-        self.fields = frozenset(_normalized(f) for f in (DEFAULT_FIELDS if fields is None else fields)) | {
-            _normalized(f) for f in extra_fields
-        }
+        self._default_fields = fields is None
+        self._extra_fields = frozenset(_normalized(f) for f in (fields if fields is not None else ())) | {_normalized(f) for f in extra_fields}
         self.callback = callback
-        # A cheap test on a trace's canonical JSON that rules out most traces without walking them: literal
-        # prefixes for the default patterns, and the JSON keys. It cannot vouch for a callback, for user patterns
-        # (they may be anchored, or match characters JSON escapes) or for field names its key scan cannot see.
-        self._prefixes = tuple(p for kind, p in _DEFAULT_PREFIXES.items() if kind in chosen and chosen[kind] == DEFAULT_PATTERNS[kind])
-        user_patterns = any(k not in _DEFAULT_PREFIXES or r != DEFAULT_PATTERNS[k] for k, r in chosen.items())
-        odd_fields = any(len(f) > 64 or '"' in f or "\\" in f for f in self.fields)
-        self._always_walk = callback is not None or user_patterns or odd_fields
+        # The pre-check on a trace's canonical JSON (may_hold_secrets) rules out most traces without walking them:
+        # literal markers of the default patterns, and the keys that say they are secrets. It cannot vouch for a
+        # callback or for user patterns (they may be anchored, or match characters JSON escapes).
+        defaults = {kind for kind, regex in chosen.items() if DEFAULT_PATTERNS.get(kind) == regex}
+        self._markers = tuple(dict.fromkeys(t for kind, group in _DEFAULT_MARKERS.items() if kind in defaults for t in group))
+        self._narrow = tuple(check for kind, check in _NARROW.items() if kind in defaults)
+        self._extra_key = (
+            re.compile('"(?:' + "|".join("[-_. ]*".join(re.escape(c) for c in f) for f in sorted(self._extra_fields)) + ')":', re.IGNORECASE)
+            if self._extra_fields else None
+        )
+        self._always_walk = callback is not None or any(kind not in defaults for kind in chosen)
+
+    def is_secret_field(self, name: str) -> bool:
+        """Whether this redactor treats a JSON field of this name as a secret."""
+        if self._default_fields:
+            return is_secret_field(name, self._extra_fields)
+        return _normalized(name) in self._extra_fields
 
     def may_hold_secrets(self, canonical_json: str) -> bool:
         """Whether a trace with this canonical JSON could have something to redact (False is certain)."""
         if self._always_walk:
             return True
         text = canonical_json
-        if any(prefix in text for group in self._prefixes for prefix in group):
+        if any(marker_text in text for marker_text in self._markers):
             return True
-        fields = self.fields
-        return any(_normalized(key) in fields for key in set(_JSON_KEY.findall(text)))
+        if any(gate in text and regex.search(text) for gate, regex in self._narrow):
+            return True
+        if self._extra_key is not None and self._extra_key.search(text):
+            return True
+        return self._default_fields and any(is_secret_field(key) for key in set(_JSON_KEY.findall(text)))
 
     def __call__(self, trace: m.Trace) -> m.Trace:
         """A copy of ``trace`` with its secrets replaced and counted in ``redactions`` (``trace`` itself if none)."""
@@ -214,7 +302,7 @@ class Redactor:
                 parent[2] += 1
                 continue
             key, item = items[index]
-            if isinstance(node, dict) and isinstance(key, str) and item not in (None, "") and _normalized(key) in self.fields:
+            if isinstance(node, dict) and isinstance(key, str) and item not in (None, "") and self.is_secret_field(key):
                 new = marker(_FIELD_KIND)
                 if item != new:
                     counts[_FIELD_KIND] += 1
