@@ -1,5 +1,6 @@
-"""Secrets are redacted at export time by default (issue 6), starting from the real leak: DSPy 3.3.1 copies an
-API key given to a typed LM's constructor into each history entry's request config."""
+"""Secrets are redacted at export time by default, starting from the real leak: DSPy 3.3.1 copies an API key given
+to a typed LM's constructor into each history entry's request config; then every key format, secret field name and
+credential-bearing value a trace may carry, and the pre-check that lets most traces skip the walk."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from conftest import dspy33_types, load
 from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.redact import Redactor, marker
+from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor, is_secret_field, marker
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_dspy, trace_from_json, trace_to_json
 
@@ -24,6 +25,23 @@ SECRETS = {
     "aws_access_key_id": "AKIA" + "ABCDEFGHIJKLMNOP",
     "github_token": "ghp_" + "c" * 36,
     "bearer_token": "eyJhbGciOiJIUzI1NiJ9.payload.signature123",
+    "stripe_key": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "groq_api_key": "gsk_" + "Q" * 52,
+    "huggingface_token": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "json_web_token": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
+    "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+    "azure_storage_key": "q1Wm2Zx8Ab+c/d9Ef0Gh3Ij4Kl5Mn6Op7Qr8St9Uv==",
+    "basic_credentials": "cnVzZXI6aHVudGVyMi1wYXNzd29yZA==",
+    "url_credentials": "ruser:hunter2pw",
+    "url_credential_parameter": "AbC123sEcReT",
+}
+# how each secret appears in text (most appear anywhere; some only in their context)
+CONTEXT = {
+    "bearer_token": "Authorization: Bearer {}",
+    "azure_storage_key": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={};EndpointSuffix=core.windows.net",
+    "basic_credentials": "Authorization: Basic {}",
+    "url_credentials": "postgres://{}@db.internal:5432/app",
+    "url_credential_parameter": "see https://maps.example.com/api?q=paris&key={}&z=3",
 }
 
 
@@ -72,14 +90,72 @@ def test_the_key_is_redacted_in_every_rdf_format_and_the_trace_says_so(leaky_his
 
 @pytest.mark.parametrize("kind", list(SECRETS))
 def test_each_well_known_secret_is_replaced_by_a_marker_naming_its_kind(kind):
-    text = f"Authorization: Bearer {SECRETS[kind]}" if kind == "bearer_token" else f"my key is {SECRETS[kind]} ok"
+    text = CONTEXT.get(kind, "my key is {} ok").format(SECRETS[kind])
     trace = trace_from_json({**load("part_text.json"), "metadata": {"note": text}})
+    assert DEFAULT_REDACTOR.may_hold_secrets(json.dumps(trace_to_json(trace), sort_keys=True, separators=(",", ":")))
     redacted = Redactor()(trace)
     assert SECRETS[kind] not in json.dumps(trace_to_json(redacted))
     assert marker(kind) in redacted.request.metadata["note"] and redacted.redactions == {kind: 1}
+    assert DEFAULT_REDACTOR.redact_text(text) == redacted.request.metadata["note"]
 
 
-@pytest.mark.parametrize("field", ["api_key", "API-Key", "Authorization", "x-api-key", "password", "aws_secret_access_key"])
+@pytest.mark.parametrize("parameter", ["key", "api_key", "API-KEY", "sig", "signature", "access_token", "client_secret"])
+def test_credential_parameters_of_urls_are_redacted_and_the_rest_of_the_url_kept(parameter):
+    text = f"GET https://x.example/v1?{parameter}=s3cr3tValue&alt=json"
+    assert DEFAULT_REDACTOR.redact_text(text) == f"GET https://x.example/v1?{parameter}=[REDACTED:url_credential_parameter]&alt=json"
+    assert DEFAULT_REDACTOR.redact_text("https://x.example/v1?keyword=paris&monkey=1") == "https://x.example/v1?keyword=paris&monkey=1"
+
+
+ISSUED_FIELDS = [
+    "api_key", "API-Key", "Authorization", "x-api-key", "password", "aws_secret_access_key", "anthropic_api_key",
+    "db_password", "api_token", "credentials", "connection_string", "sas_token", "passphrase", "pwd", "ApiKey",
+    "X-Goog-Api-Key", "private_key", "client_secret", "refresh_token", "access_tokens", "Cookie", "auth", "sig",
+]  # fmt: skip
+HARMLESS_FIELDS = [
+    "max_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens", "max_completion_tokens", "token",
+    "top_logprobs", "tokenizer", "token_count", "signature", "thinking_signature", "author", "keyword", "monkey",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("field", ISSUED_FIELDS)
+def test_secret_field_names_are_recognised_by_what_they_say(field):
+    assert is_secret_field(field)
+
+
+@pytest.mark.parametrize("field", HARMLESS_FIELDS)
+def test_harmless_field_names_are_kept(field):
+    assert not is_secret_field(field)
+
+
+def test_a_google_service_account_json_loses_its_key_and_keeps_the_rest():
+    account = {
+        "type": "service_account", "project_id": "demo", "private_key_id": "0123456789abcdef0123456789abcdef01234567",
+        "private_key": SECRETS["private_key"], "client_email": "bot@demo.iam.gserviceaccount.com", "client_id": "1234567890",
+    }  # fmt: skip
+    out = DEFAULT_REDACTOR.redact_json({"tool_args": {"credentials_json": json.dumps(account), "account": account}})
+    assert "BEGIN PRIVATE KEY" not in json.dumps(out) and "0123456789abcdef" not in json.dumps(out)
+    kept = out["tool_args"]["account"]
+    assert kept["client_email"] == account["client_email"] and kept["project_id"] == "demo"
+
+
+def test_thinking_signatures_are_not_credentials_and_survive():
+    trace = trace_from_json(load("dspy341_lm15_request.json"))  # an Anthropic thinking block and its signature
+    assert '"signature": "sig-1"' in json.dumps(trace_to_json(trace)) and Redactor()(trace) is trace
+
+
+def test_a_pattern_that_can_match_the_empty_string_is_refused(tmp_path, capsys):
+    for regex in ("a*", "x?", "(?=a)", "\\b", "|k"):
+        with pytest.raises(ValueError, match="can match the empty string"):
+            Redactor(extra_patterns={"k": regex})
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(load("part_text.json")), encoding="utf-8")
+    assert main(["export", str(source), "-o", str(tmp_path / "o.nq"), "--redact-pattern", "k=a*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "can match the empty string" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "o.nq").exists()
+
+
+@pytest.mark.parametrize("field", ISSUED_FIELDS)
 def test_secret_fields_are_redacted_in_json_slots_at_any_depth(field):
     value = load("part_tool_call.json")
     value["messages"][0]["parts"][0]["provider_data"] = {"headers": [{field: "hunter2-value"}]}

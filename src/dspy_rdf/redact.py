@@ -12,7 +12,7 @@ an error message shows a value, a :class:`Redactor` replaces:
 - the value of every JSON field whose name says it is a secret (:func:`is_secret_field`: names are compared in
   lower case without ``-``, ``_``, ``.`` or spaces, and a name that *contains* ``apikey``, ``password``, ``passwd``,
   ``passphrase``, ``secret``, ``token``, ``credential``, ``privatekey``, ``accesskey``, ``authorization``,
-  ``cookie``, ``connectionstring`` or ``signature`` is one, and so are ``pwd``, ``auth`` and ``sig``; the
+  ``cookie`` or ``connectionstring`` is one, and so are ``pwd``, ``auth``, ``sig`` and ``sas``; the
   allow-list :data:`ALLOWED_FIELDS` keeps token counts such as ``max_tokens`` and ``total_tokens``, and the
   ``token`` of a logprobs entry), anywhere in JSON-valued slots (``extensions``, ``provider_data``, ``metadata``,
   ``extra_fields``, tool ``args``, ...);
@@ -64,8 +64,10 @@ DEFAULT_PATTERNS: dict[str, str] = {
 
 _SECRET_WORDS = (
     "apikey", "password", "passwd", "passphrase", "secret", "token", "credential", "privatekey", "accesskey",
-    "authorization", "cookie", "connectionstring", "signature",
+    "authorization", "cookie", "connectionstring",
 )  # fmt: skip
+# Not "signature": the signature of a thinking block (Anthropic, Gemini) is not a credential, and a provider needs it
+# back to continue the conversation; a signature in a URL (``?signature=``, ``?sig=``) is redacted as a parameter.
 _SECRET_NAMES = frozenset({"pwd", "auth", "sig", "sas", "sastoken"})
 DEFAULT_FIELDS: frozenset[str] = frozenset(_SECRET_WORDS) | _SECRET_NAMES
 """The words that make a JSON field name a secret (contained in the normalized name) and the names that are one
