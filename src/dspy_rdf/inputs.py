@@ -53,7 +53,7 @@ def _reject_constant(name: str) -> object:
 
 
 def read_traces(
-    path: Path,
+    path: str | Path,
     *,
     source_format: SourceFormat | None = None,
     progress: Callable[[int], None] | None = None,
@@ -64,6 +64,7 @@ def read_traces(
 
     ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json`.
     """
+    path = Path(path)
     source = str(path)
     options = {"source_format": source_format, "model": model, "timestamp": timestamp}
     if path.suffix.lower() in JSONL_SUFFIXES:
