@@ -70,7 +70,7 @@ def test_put_stats_iris_idempotence_delete_dump(remote_store, tmp_path):
     traces = bundled()
     iris = [trace_lines(t)[0] for t in traces]
     report = remote_store.put(traces)
-    assert report.written == iris and report.replaced == [] and report.failed == []
+    assert report.written == iris and report.already_stored == [] and report.failed == []
     assert remote_store.trace_iris() == sorted(iris)
     with EmbeddedStore(tmp_path / "embedded") as embedded:
         embedded.put(traces)
@@ -79,7 +79,7 @@ def test_put_stats_iris_idempotence_delete_dump(remote_store, tmp_path):
         assert sorted_dump(remote_store, trig=True) == sorted_dump(embedded, trig=True)
     first = sorted_dump(remote_store)
     again = remote_store.put(traces)
-    assert again.written == iris and again.replaced == iris
+    assert again.written == [] and again.already_stored == iris
     assert sorted_dump(remote_store) == first
     assert remote_store.delete(iris[0]) is True
     assert remote_store.delete(iris[0]) is False
@@ -122,7 +122,7 @@ def test_a_failed_put_says_which_traces_of_the_batch_were_written(oxigraph_serve
             store.put(traces)
     error = caught.value
     assert error.status == 500 and "disk full" in str(error)
-    assert error.written == [trace_lines(traces[0])[0]] and error.replaced == []
+    assert error.written == [trace_lines(traces[0])[0]]
     assert hasattr(error, "report")
     assert [r.method for r in fake.requests] == ["PUT", "PUT"]
     assert fake.requests[0].headers["Content-Type"] == "application/n-triples"
@@ -291,7 +291,7 @@ def test_an_export_whose_existence_check_is_garbage_writes_nothing_and_says_so(t
         fake.script(*[MALFORMED["a JSON list"]] * 3)
         with pytest.raises(StoreError) as caught:
             store.put(traces)
-    assert getattr(caught.value, "written", None) == []
+    assert caught.value.report.written == []
     assert [r.method for r in fake.requests] == ["POST"] * 3  # no PUT was sent
 
 

@@ -138,8 +138,7 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
             written = len(done.written) if done is not None else 0
             print(
                 f"error: {exc}\n{written} trace(s) were written to {store.location} before the failure; the others were "
-                "not. Run the same command again to complete the export (stored traces are replaced by "
-                "identical ones).",
+                "not. Run the same command again to complete the export (traces already stored are kept as they are).",
                 file=sys.stderr,
             )
             return 2
@@ -148,11 +147,12 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
             store.optimize()
     for iri, reason in report.failed:
         print(f"not written: {reason}" if iri and iri in reason or not iri else f"not written: {iri}: {reason}", file=sys.stderr)
-    notes = [f"{len(report.replaced)} replaced"] if report.replaced else []
+    notes = [f"{len(report.already_stored)} already stored"] if report.already_stored else []
     if inputs.skipped:
         notes.append(f"skipped {inputs.skipped} bad input(s)")
-    if inputs.read > len(report.written) + len(report.failed):
-        notes.append(f"{inputs.read - len(report.written) - len(report.failed)} duplicate(s) of a trace already written")
+    duplicates = inputs.read - len(report.written) - len(report.already_stored) - len(report.failed)
+    if duplicates > 0:
+        notes.append(f"{duplicates} duplicate(s) of a trace already written")
     if report.failed:
         notes.append(f"{len(report.failed)} could not be written")
     mode = " (bulk load)" if args.bulk else ""

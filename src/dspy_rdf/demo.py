@@ -40,9 +40,10 @@ def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
     with EmbeddedStore(store_path or default_store_target()) as store:
         put = store.put(traces)
         counts = store.stats()
+        kept = f"; {len(put.already_stored)} were stored already and kept as they are" if put.already_stored else ""
         print(
-            f"exported {len(put.written)} bundled DSPy 3.3.1 traces into {store.location} "
-            f"({counts['traces']} traces, {counts['triples']} triples in the store)",
+            f"exported {len(put.written) + len(put.already_stored)} bundled DSPy 3.3.1 traces into {store.location} "
+            f"({counts['traces']} traces, {counts['triples']} triples in the store{kept})",
             file=out,
         )
         report = validate_traces(traces)

@@ -88,15 +88,16 @@ def write_traces(
     A trace whose IRI was already written (the same content seen again) is written once: its first occurrence
     wins. A trace that cannot be written as RDF (a lone UTF-16 surrogate in its text, NaN in a JSON value, ...)
     raises :class:`TraceInputError` naming the node and property, or, with ``on_error``, is passed to it and
-    skipped. Memory stays bounded by one batch (and the set of IRIs written) for every format but JSON-LD, which
-    is one JSON document and so is built whole. Turtle and TriG batches each start with their ``@prefix`` lines,
-    which the formats allow. Secrets are redacted first by ``redactor`` (:mod:`dspy_rdf.redact`; ``None``
+    skipped. Memory stays bounded by one batch (and the set of IRIs written) for every format, JSON-LD too: one
+    document whose ``@graph`` array gets the named graphs of each batch as they come. Turtle and TriG batches each
+    start with their ``@prefix`` lines, which the formats allow. Secrets are redacted first by ``redactor`` (:mod:`dspy_rdf.redact`; ``None``
     keeps everything).
     """
     check_base(base)
     count = 0
     written: set[str] = set()
     pending: list[bytes] = []
+    jsonld = _JsonLdWriter(handle) if format is RdfFormat.JSON_LD else None
     for trace in traces:
         try:
             iri, data = encode_trace(trace, base=base, graph=format.has_graphs, redactor=redactor)
@@ -110,23 +111,26 @@ def write_traces(
         written.add(iri)
         pending.append(data)
         count += 1
-        if format is not RdfFormat.JSON_LD and count % batch == 0:
-            handle.write(_encode(b"".join(pending), format))
+        if count % batch == 0:
+            if jsonld is not None:
+                jsonld.write(b"".join(pending))
+            else:
+                handle.write(_encode(b"".join(pending), format))
             pending = []
-    if format is RdfFormat.JSON_LD:
-        handle.write(_to_jsonld(b"".join(pending)))
+    if jsonld is not None:
+        jsonld.close(b"".join(pending))
     elif pending:
         handle.write(_encode(b"".join(pending), format))
     return count
 
 
 def encode_trace(
-    trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, redactor: Redactor | None = None
+    trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, redactor: Redactor | None = None, iri: str | None = None
 ) -> tuple[str, bytes]:
     """One trace (its secrets removed by ``redactor``) as UTF-8 N-Quads (or N-Triples) bytes; raise
     :class:`TraceInputError` naming the node and property of text that is not valid Unicode (a lone surrogate),
-    which no RDF syntax can hold."""
-    iri, lines = trace_lines(trace, base=base, graph=graph, redactor=redactor)
+    which no RDF syntax can hold. ``iri``: the IRI :func:`~dspy_rdf.writer.stored_form` gave the trace."""
+    iri, lines = trace_lines(trace, base=base, graph=graph, redactor=redactor, iri=iri)
     try:
         return iri, "".join(lines).encode("utf-8")
     except UnicodeEncodeError:
@@ -149,17 +153,43 @@ def _encode(text: bytes, format: RdfFormat) -> bytes:
     return ox.serialize(ox.parse(text, syntax), format=_OX_FORMAT[format], prefixes=v.PREFIXES)
 
 
-def _to_jsonld(nquads: bytes) -> bytes:
-    """JSON-LD compacted with the LinkML-generated context (rdflib does the compaction; typed literals keep their
-    lexical form, as DSPy wrote it: see :func:`dspy_rdf.terms.rdflib_term`)."""
-    import rdflib
+class _JsonLdWriter:
+    """One JSON-LD document written batch by batch: the LinkML-generated context once, then each trace's named graph
+    (compacted by rdflib, which keeps typed literals' lexical forms as DSPy wrote them: see
+    :func:`dspy_rdf.terms.rdflib_term`) as one item of the top-level ``@graph`` array."""
 
-    dataset = rdflib.Dataset()
-    for q in ox.parse(nquads, ox.RdfFormat.N_QUADS):
-        graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
-        graph.add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
-    context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]
-    return dataset.serialize(format="json-ld", context=context, auto_compact=True).encode("utf-8")
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.context = json.loads(jsonld_context_path().read_text(encoding="utf-8"))["@context"]
+        self.graphs = 0
+        head = json.dumps({"@context": self.context}, indent=2, ensure_ascii=False)
+        self.handle.write(head[: head.rindex("}")].rstrip().encode("utf-8") + b',\n  "@graph": [')
+
+    def write(self, nquads: bytes) -> None:
+        """Append the named graphs of these N-Quads."""
+        for graph in self._graphs(nquads):
+            self.handle.write(b",\n    " if self.graphs else b"\n    ")
+            self.handle.write(json.dumps(graph, ensure_ascii=False).encode("utf-8"))
+            self.graphs += 1
+
+    def close(self, nquads: bytes) -> None:
+        """Append the last graphs and end the document."""
+        self.write(nquads)
+        self.handle.write(b"\n  ]\n}\n")
+
+    def _graphs(self, nquads: bytes) -> list[dict]:
+        if not nquads:
+            return []
+        import rdflib
+
+        dataset = rdflib.Dataset()
+        for q in ox.parse(nquads, ox.RdfFormat.N_QUADS):
+            graph = dataset.graph(rdflib.URIRef(q.graph_name.value))
+            graph.add((rdflib_term(q.subject), rdflib.URIRef(q.predicate.value), rdflib_term(q.object)))
+        document = json.loads(dataset.serialize(format="json-ld", context=self.context, auto_compact=True))
+        document.pop("@context", None)
+        # rdflib writes several named graphs as items of "@graph", and a single one as the document itself.
+        return document["@graph"] if set(document) == {"@graph"} else [document]
 
 
 def parse_traces(data: bytes | Path, format: RdfFormat | None = None, *, source: str | None = None) -> list[tuple[str, m.Trace]]:

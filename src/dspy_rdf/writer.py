@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +27,7 @@ from dspy_rdf.identity import DEFAULT_BASE, check_base, key_from_payload, trace_
 if TYPE_CHECKING:
     from dspy_rdf.redact import Redactor
 
-__all__ = ["part_ref_iri", "trace_lines", "traces_to_nquads"]
+__all__ = ["part_ref_iri", "stored_form", "trace_lines", "traces_to_nquads"]
 
 
 def _iri(value: str) -> str:
@@ -637,30 +639,50 @@ def part_ref_iri(trace_iri: str, ref: m.PartRef) -> str:
     return f"{trace_iri}/call/{ref.call}/entry/response/output/{ref.output}/part/{ref.part}"
 
 
+def stored_form(trace: m.Trace, *, base: str = DEFAULT_BASE, redactor: Redactor | None = None) -> tuple[str, m.Trace]:
+    """The IRI a trace is written under and the trace as it is written (its secrets removed by ``redactor``), without
+    writing it: what a store needs to tell whether it already holds the trace. The trace's canonical JSON, which the
+    IRI needs anyway, tells the redactor cheaply whether there can be any secret. Raises
+    :class:`TraceInputError` for a trace that cannot be written (see :func:`trace_lines`)."""
+    with _unwritable(""):
+        payload = trace_payload(trace)
+        if redactor is not None and redactor.may_hold_secrets(payload):
+            redacted = redactor(trace)
+            if redacted is not trace:
+                trace, payload = redacted, trace_payload(redacted)
+        return check_base(base) + key_from_payload(payload), trace
+
+
 def trace_lines(
     trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None, redactor: Redactor | None = None
 ) -> tuple[str, list[str]]:
     """Write one trace as N-Quads lines (or N-Triples lines with ``graph=False``); return ``(trace IRI, lines)``.
 
     With ``graph=True`` every quad is in the named graph whose name is the trace IRI. ``iri`` overrides the
-    content-derived trace IRI (used when reading back a graph whose IRI is already known). ``redactor``
-    removes secrets first (:mod:`dspy_rdf.redact`); the trace's canonical JSON, which the IRI needs anyway, tells
-    it cheaply whether there can be any.
+    content-derived trace IRI (used when reading back a graph whose IRI is already known, or given by
+    :func:`stored_form`). ``redactor`` removes secrets first (:mod:`dspy_rdf.redact`). A trace that cannot be
+    written (JSON nested deeper than Python writes, NaN or Infinity in a JSON value, an integer too long to write)
+    raises :class:`TraceInputError` naming it.
     """
-    try:
-        if iri is None:
-            payload = trace_payload(trace)
-            if redactor is not None and redactor.may_hold_secrets(payload):
-                redacted = redactor(trace)
-                if redacted is not trace:
-                    trace, payload = redacted, trace_payload(redacted)
-            iri = check_base(base) + key_from_payload(payload)
-        elif redactor is not None:
-            trace = redactor(trace)
+    if iri is None:
+        iri, trace = stored_form(trace, base=base, redactor=redactor)
+    elif redactor is not None:
+        trace = redactor(trace)
+    with _unwritable(iri):
         writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
         writer.trace(trace, iri)
+    return iri, writer.out
+
+
+@contextmanager
+def _unwritable(iri: str) -> Iterator[None]:
+    """Turn what json.dumps and deep recursion raise for a trace that cannot be written into a TraceInputError."""
+    try:
+        yield
     except RecursionError:
-        raise TraceInputError(f"trace {iri or ''}: a JSON value is nested too deeply to write".replace(" :", ":")) from None
+        raise TraceInputError(f"trace {iri}: a JSON value is nested too deeply to write".replace(" :", ":")) from None
+    except TraceInputError:
+        raise
     except ValueError as exc:
         if "base IRI" in str(exc):
             raise
@@ -671,8 +693,7 @@ def trace_lines(
             what = f"a JSON value holds an integer longer than Python writes as text ({sys.get_int_max_str_digits()} digits)"
         else:
             what = str(exc)
-        raise TraceInputError(f"trace {iri or ''}: {what}".replace(" :", ":")) from None
-    return iri, writer.out
+        raise TraceInputError(f"trace {iri}: {what}".replace(" :", ":")) from None
 
 
 def traces_to_nquads(traces: list[m.Trace], *, base: str = DEFAULT_BASE) -> str:

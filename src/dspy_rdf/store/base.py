@@ -1,8 +1,9 @@
 """The one interface of trace stores (:class:`TraceStore`) and what every store shares.
 
 A store keeps one named graph per trace. :meth:`TraceStore.put` writes traces, each into the named graph of its IRI,
-replacing what that graph held, so exporting the same input twice leaves exactly the same quads; a trace is written
-whole or not at all. :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
+whole or not at all. A trace IRI is the hash of the trace's content, so a trace already stored is left as it is:
+exporting the same input twice leaves exactly the same quads, and a stored trace is never removed, not even for a
+moment, by exporting it again (an export killed at any point loses nothing that was stored before it). :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
 structure from every store, so that analytics give identical answers on every store. :meth:`TraceStore.delete`,
 :meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats` and :meth:`TraceStore.dump` complete it. The stores are
 :class:`~dspy_rdf.store.embedded.EmbeddedStore` (pyoxigraph on disk) and :class:`~dspy_rdf.store.remote.RemoteStore`
@@ -27,6 +28,7 @@ from dspy_rdf.errors import DspyRdfError, TraceInputError
 from dspy_rdf.formats import encode_trace
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.writer import stored_form
 
 __all__ = [
     "DEFAULT_STORE",
@@ -61,11 +63,12 @@ class StoreLockedError(StoreError):
 
 @dataclass
 class PutReport:
-    """What :meth:`TraceStore.put` did: IRIs written (in input order), replaced (already stored), and traces that
-    could not be written, as ``(iri, why)`` (``iri`` is empty when it could not be computed; ``why`` names it then)."""
+    """What :meth:`TraceStore.put` did: IRIs written (in input order), already stored (left as they were), traces
+    that could not be written, as ``(iri, why)`` (``iri`` is empty when it could not be computed; ``why`` names it
+    then), and the number of triples written."""
 
     written: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
+    already_stored: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     triples: int = 0
 
@@ -96,6 +99,9 @@ _VALUES_BATCH = 200
 _FIRST_BATCH_TRIPLES = 50_000
 """The first batch of :meth:`TraceStore.put`; each next one is twice as large, up to ``batch_triples``."""
 
+_LOOKUP_CHUNK = 200
+"""Traces whose IRIs :meth:`TraceStore.put` looks up in the store at once (one query on a server)."""
+
 
 def encode_traces(
     traces: Iterable[m.Trace], *, base: str, redactor: Redactor | None = DEFAULT_REDACTOR
@@ -105,13 +111,14 @@ def encode_traces(
     seen: set[str] = set()
     for trace in traces:
         try:
-            iri, data = encode_trace(trace, base=base, redactor=redactor)
+            iri, form = stored_form(trace, base=base, redactor=redactor)
+            if iri in seen:
+                continue
+            seen.add(iri)
+            _, data = encode_trace(form, base=base, iri=iri)
         except TraceInputError as exc:  # the message names the trace when its IRI could be computed
             yield "", str(exc)
             continue
-        if iri in seen:
-            continue
-        seen.add(iri)
         yield EncodedTrace(iri, data, data.count(b"\n"))
 
 
@@ -123,8 +130,12 @@ class TraceStore(ABC):
     # --- what each store implements ---------------------------------------------------------------------
 
     @abstractmethod
-    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[str]:
-        """Write whole traces, replacing their graphs; return the IRIs that were already stored."""
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> None:
+        """Write whole traces, none of which is stored yet, each all or nothing."""
+
+    @abstractmethod
+    def _stored(self, iris: list[str]) -> set[str]:
+        """Which of these trace graphs the store holds."""
 
     @abstractmethod
     def select(self, sparql: str) -> SparqlJson:
@@ -158,11 +169,12 @@ class TraceStore(ABC):
         *,
         base: str = DEFAULT_BASE,
         bulk: bool = False,
-        batch_triples: int = 200_000,
+        batch_triples: int = 100_000,
         progress: Callable[[int], None] | None = None,
         redactor: Redactor | None = DEFAULT_REDACTOR,
     ) -> PutReport:
-        """Write traces, each into the named graph of its IRI (replacing it), in batches of whole traces.
+        """Write traces, each into the named graph of its IRI, in batches of whole traces; leave the traces already
+        stored as they are (see the module docstring).
 
         Batches start small (the first traces are committed soon) and double up to ``batch_triples``. ``progress``
         is called with the number of traces of each batch once it is stored. Secrets are redacted first by
@@ -170,6 +182,9 @@ class TraceStore(ABC):
         in :attr:`PutReport.failed`; the others are written regardless. Exceptions from the store itself (disk,
         network) propagate after what was written before them is reported in the exception's ``report``
         attribute, so a caller can say which traces were not written.
+
+        Memory stays bounded by a few batches whatever the number of traces: a committed batch is dropped, only its
+        IRIs are kept for the report.
         """
         check_base(base)
         report = PutReport()
@@ -177,20 +192,20 @@ class TraceStore(ABC):
         # threads commit earlier batches while this thread encodes the next; at most two batches wait in between.
         batches: queue.Queue[tuple[int, list[EncodedTrace]] | None] = queue.Queue(maxsize=2)
         failure: list[BaseException] = []
-        done: dict[int, tuple[list[EncodedTrace], list[str]]] = {}  # batch number -> (traces written, replaced)
+        done: dict[int, tuple[list[str], int]] = {}  # batch number -> (IRIs written, triples written)
         lock = threading.Lock()
 
         def commit(number: int, batch: list[EncodedTrace]) -> None:
             try:
-                replaced = self._write_batch(batch, bulk=bulk)
+                self._write_batch(batch, bulk=bulk)
             except StoreError as exc:
                 # A remote store writes trace by trace and says which of the batch it wrote before failing.
                 written = set(getattr(exc, "written", ()))
                 with lock:
-                    done[number] = ([e for e in batch if e.iri in written], list(getattr(exc, "replaced", ())))
+                    done[number] = ([e.iri for e in batch if e.iri in written], sum(e.triples for e in batch if e.iri in written))
                 raise
             with lock:
-                done[number] = (batch, replaced)
+                done[number] = ([e.iri for e in batch], sum(e.triples for e in batch))
                 if progress is not None:
                     progress(len(batch))
 
@@ -203,36 +218,65 @@ class TraceStore(ABC):
                         failure.append(exc)
             batches.put(None)  # for the next writer
 
+        pending: list[EncodedTrace] = []
+        size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
+
+        def encode(chunk: list[tuple[str, m.Trace]]) -> None:
+            """Encode the traces of a chunk the store does not hold yet, and queue full batches."""
+            nonlocal pending, size, number, limit
+            stored = self._stored([iri for iri, _ in chunk])
+            for iri, form in chunk:
+                if iri in stored:
+                    report.already_stored.append(iri)
+                    continue
+                try:
+                    _, data = encode_trace(form, base=base, iri=iri)  # already redacted by stored_form
+                except TraceInputError as exc:
+                    report.failed.append((iri, str(exc)))
+                    continue
+                pending.append(EncodedTrace(iri, data, data.count(b"\n")))
+                size += pending[-1].triples
+                if size >= limit:
+                    batches.put((number, pending))
+                    pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
+
         threads: list[threading.Thread] = []
         try:
             for n in range(max(1, self.writer_threads)):
                 thread = threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True)
                 thread.start()
                 threads.append(thread)  # only started threads are joined
-            pending: list[EncodedTrace] = []
-            size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
-            for item in encode_traces(traces, base=base, redactor=redactor):
+            seen: set[str] = set()
+            chunk: list[tuple[str, m.Trace]] = []
+            for trace in traces:
                 if failure:
                     break
-                if isinstance(item, tuple):
-                    report.failed.append(item)
+                try:
+                    iri, form = stored_form(trace, base=base, redactor=redactor)
+                except TraceInputError as exc:  # the message names the trace when its IRI could be computed
+                    report.failed.append(("", str(exc)))
                     continue
-                pending.append(item)
-                size += item.triples
-                if size >= limit:
-                    batches.put((number, pending))
-                    pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
+                if iri in seen:  # the same trace again in this input: written once
+                    continue
+                seen.add(iri)
+                chunk.append((iri, form))
+                if len(chunk) >= _LOOKUP_CHUNK:
+                    encode(chunk)
+                    chunk = []
+            if chunk and not failure:
+                encode(chunk)
             if pending and not failure:
                 batches.put((number, pending))  # a writer commits it, so that an interrupt here cannot split it
+        except StoreError as exc:  # looking up which traces are stored failed: reported like a failed write
+            failure.append(exc)
         finally:
             batches.put(None)  # even on an interrupt: the batches being committed finish whole
             for thread in threads:
                 thread.join()
         for number in sorted(done):  # input order, whichever writer finished first
-            written, replaced = done[number]
-            report.written += [e.iri for e in written]
-            report.replaced += replaced
-            report.triples += sum(e.triples for e in written)
+            iris, triples = done[number]
+            report.written += iris
+            report.triples += triples
         if failure:
             exc = failure[0]
             if isinstance(exc, StoreError):

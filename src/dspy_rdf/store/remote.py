@@ -423,7 +423,7 @@ class RemoteStore(TraceStore):
         """Run a SPARQL 1.1 Update on the update endpoint (not retried once sent: an update may not be idempotent)."""
         self._request("POST", self.update_url, idempotent=False, data={"update": sparql})
 
-    def _existing(self, iris: list[str]) -> set[str]:
+    def _stored(self, iris: list[str]) -> set[str]:
         """Which of these graphs hold anything on the server."""
         found: set[str] = set()
         for start in range(0, len(iris), _VALUES_CHUNK):
@@ -434,25 +434,19 @@ class RemoteStore(TraceStore):
 
     # --- TraceStore ------------------------------------------------------------------------------------------
 
-    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[str]:
-        """PUT each trace's graph in turn. A :class:`StoreError` from here carries ``written`` and ``replaced``: the
-        IRIs of this batch that were stored before it failed."""
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> None:
+        """PUT each trace's graph in turn. A :class:`StoreError` from here carries ``written``: the IRIs of this batch
+        that were stored before it failed."""
         written: list[str] = []
-        replaced: list[str] = []
         try:
-            existing = self._existing([item.iri for item in batch])
             for item in batch:
                 self._request(
                     "PUT", self._graph_url(item.iri), idempotent=True, content=_ntriples(item), headers={"Content-Type": N_TRIPLES}
                 )
                 written.append(item.iri)
-                if item.iri in existing:
-                    replaced.append(item.iri)
         except StoreError as exc:
             exc.written = written  # type: ignore[attr-defined]
-            exc.replaced = replaced  # type: ignore[attr-defined]
             raise
-        return replaced
 
     def delete(self, iri: str) -> bool:
         """DELETE the trace's graph; ``False`` when the server says it does not exist (404)."""
