@@ -440,7 +440,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="write an HTML page with charts of the main analytics of a store")
     _store_option(report, store_help)
-    report.add_argument("--out", type=Path, required=True, help="output directory (index.html and PNG charts)")
+    report.add_argument("--out", type=Path, required=True, help="output folder (index.html and PNG charts): new, empty, or a previous report, which is replaced")
     report.set_defaults(run=_report)
 
     _add_query_commands(sub)

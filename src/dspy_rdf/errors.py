@@ -49,3 +49,11 @@ class RdfInputError(DspyRdfError, ValueError):
         self.prop = prop
         where = source + (f", node <{node}>" if node else "") + (f", property <{prop}>" if prop else "")
         super().__init__(f"{where}: {message}")
+
+
+class ReportError(DspyRdfError, OSError):
+    """An HTML report cannot be written: ``path`` is the report folder, the message says why and what to do."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(message)
