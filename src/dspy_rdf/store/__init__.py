@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from dspy_rdf.store.base import (
@@ -50,13 +51,23 @@ def default_store_target() -> str:
     return os.environ.get(STORE_ENV) or str(DEFAULT_STORE)
 
 
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def open_store(target: str | Path | None = None, *, read_only: bool = False) -> TraceStore:
-    """Open a store: an ``http(s)://`` URL is a remote SPARQL 1.1 server, anything else a directory (embedded)."""
-    target = str(target) if target else default_store_target()
-    if target.startswith(("http://", "https://")):
+    """Open a store: an ``http(s)://`` URL (the scheme in any case) is a remote SPARQL 1.1 server, a path a directory
+    (embedded). Text that looks like a URL of another scheme is refused, never taken for a directory."""
+    if isinstance(target, Path):
+        return EmbeddedStore(target, read_only=read_only)
+    target = target or default_store_target()
+    url = _URL.match(target)
+    if url:
+        scheme = url.group(1).lower()
+        if scheme not in ("http", "https"):
+            raise StoreError(f"{target.split('?')[0]!r} is a {scheme}:// URL; a store is an http(s):// SPARQL server or a directory")
         from dspy_rdf.store.remote import RemoteStore  # httpx is imported only for a remote store
 
-        return RemoteStore(target)
+        return RemoteStore(scheme + target[len(url.group(1)):])
     return EmbeddedStore(target, read_only=read_only)
 
 

@@ -59,9 +59,14 @@ class EmbeddedStore(TraceStore):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.location = str(self.path)
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path} is a file, not a store directory")
+        if self.path.is_dir() and not (self.path / "CURRENT").is_file() and any(self.path.iterdir()):
+            # Never turn a directory of other files into a store (nor read one as a store).
+            raise StoreError(f"{self.path} is not a dspy-rdf store (it holds other files); give a new or empty directory")
         try:
             if read_only:
-                if not self.path.is_dir():
+                if not self.path.is_dir() or not (self.path / "CURRENT").is_file():
                     raise StoreError(f"no store at {self.path} (export traces into it first)")
                 writer = writing_process(self.path)
                 if writer is not None:
