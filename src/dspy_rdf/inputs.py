@@ -38,13 +38,35 @@ def _decode(raw: bytes, source: str, line: int | None) -> object:
     except UnicodeDecodeError as exc:
         raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=line) from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise TraceInputError(
+            f"the key {exc.key!r} appears twice in one JSON object (JSON readers would silently keep only one of its values)",
+            source=source, line=line,
+        ) from None
     except json.JSONDecodeError as exc:
         raise TraceInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", source=source, line=line or exc.lineno) from None
     except RecursionError:
         raise TraceInputError("JSON nested too deeply to read", source=source, line=line) from None
     except ValueError as exc:  # NaN/Infinity (below), or an integer longer than Python converts (4300 digits)
         raise TraceInputError(f"not valid JSON: {exc}", source=source, line=line) from None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return value
 
 
 def _reject_constant(name: str) -> object:
