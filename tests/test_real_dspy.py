@@ -141,6 +141,7 @@ def test_every_sink_keeps_a_run_of_the_real_lm(tmp_path, sink_kind):
     }[sink_kind]()
     recorder = TraceRecorder(sink)
     predict_once(recorder, lm)
+    assert recorder.flush()
     assert recorder.errors == [] and recorder.unwritten == []
     if sink_kind == "memory":
         [trace] = sink.traces

@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -149,11 +150,86 @@ class MemorySink:
         self.traces.append(trace)
 
 
-class FileSink:
-    """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
-    one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call."""
+class _Background:
+    """What FileSink and StoreSink share: writing in a process of their own (:mod:`dspy_rdf.background`) unless told
+    not to, with ``on_failure`` (set by the recorder) receiving each run that could not be written."""
 
-    def __init__(self, path: str | Path, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR) -> None:
+    def _start(self, spec: tuple, background: bool) -> None:
+        self.on_failure: Callable[[m.Trace, str], None] | None = None
+        self._writer = None
+        if not background:
+            return
+        try:
+            pickle.dumps(self.redactor)
+        except Exception:  # noqa: BLE001 - a redactor with a callback of its own: written here, where it lives
+            return
+        from dspy_rdf.background import BackgroundWriter, BackgroundWriterError
+
+        try:
+            self._writer = BackgroundWriter(spec, fallback=lambda: self._synchronous(), on_failure=self._failed)
+        except BackgroundWriterError as exc:
+            raise _sink_error(exc) from None
+
+    def _synchronous(self) -> Any:
+        raise NotImplementedError
+
+    def _failed(self, trace: m.Trace, reason: str) -> None:
+        if self.on_failure is not None:
+            self.on_failure(trace, reason)
+        else:
+            logger.warning("dspy-rdf: a run could not be written (%s)", reason)
+
+    def write(self, trace: m.Trace) -> None:
+        """Hand one run over to the writer process (or write it now, without one)."""
+        if self._writer is not None:
+            self._writer.submit(trace)
+        else:
+            self._write_now(trace)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        raise NotImplementedError
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
+        return True if self._writer is None else self._writer.flush(timeout)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer process (a second close does nothing)."""
+        if self._writer is not None:
+            self._writer.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _sink_error(exc: Any) -> Exception:
+    """The error the writer process's sink raised, as the same class when it is one of ours or a built-in one."""
+    import builtins
+
+    from dspy_rdf import errors, store
+
+    for module in (store, errors, builtins):
+        kind = getattr(module, exc.kind, None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            return kind(exc.message)
+    return DspyRdfError(exc.message)
+
+
+class FileSink(_Background):
+    """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
+    one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call.
+
+    By default runs are redacted, encoded and written by a process of its own (see :mod:`dspy_rdf.background`), so
+    the program only hands them over: call :meth:`flush` (or :meth:`close`, or use ``with``) before reading the file
+    in the same program; at exit it is done anyway. ``background=False`` writes each run before ``write`` returns.
+    """
+
+    def __init__(
+        self, path: str | Path, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR, background: bool = True
+    ) -> None:
         self.path = Path(path)
         self.redactor = redactor
         suffix = self.path.suffix.lower()
@@ -162,8 +238,12 @@ class FileSink:
         self.base = check_base(base)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._start(("file", str(self.path.resolve()), self.base, redactor), background)
 
-    def write(self, trace: m.Trace) -> None:
+    def _synchronous(self) -> FileSink:
+        return FileSink(self.path, base=self.base, redactor=self.redactor, background=False)
+
+    def _write_now(self, trace: m.Trace) -> None:
         """Append one run, its secrets redacted (see :mod:`dspy_rdf.redact`)."""
         # The redactor walks a trace only when its canonical JSON (which the trace IRI needs anyway) may hold a
         # secret: walking every run cost more than writing it.
@@ -184,29 +264,45 @@ class FileSink:
             handle.write(text)
 
 
-class StoreSink:
+class StoreSink(_Background):
     """Puts each finished run into a trace store as its own named graph: the embedded store in a directory, or a
     SPARQL 1.1 server for an ``http(s)://`` URL (see :func:`dspy_rdf.store.open_store`), or a store already open.
 
     Each run is one atomic write (:meth:`~dspy_rdf.store.TraceStore.put`), so analytics and ``dspy-rdf validate
-    --store`` see whole runs only. The embedded store is locked while the sink holds it open: :meth:`close` it (or
-    use ``with``) before running ``dspy-rdf`` commands on the same directory. A run that cannot be written raises
-    :class:`~dspy_rdf.errors.DspyRdfError`, which the recorder logs and keeps in ``errors``.
+    --store`` see whole runs only. Given a directory or a URL, the store is opened and written by a process of its
+    own (see :mod:`dspy_rdf.background`; ``background=False`` opens it here and writes each run before ``write``
+    returns; a store given open is written here). The embedded store is locked while the sink holds it open:
+    :meth:`close` it (or use ``with``) before running ``dspy-rdf`` commands on the same directory. A run that cannot
+    be written goes back to the recorder, which keeps it in ``unwritten`` and reports it in ``errors``.
     """
 
     def __init__(
-        self, store: TraceStore | str | Path | None = None, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR
+        self,
+        store: TraceStore | str | Path | None = None,
+        *,
+        base: str = DEFAULT_BASE,
+        redactor: Redactor | None = DEFAULT_REDACTOR,
+        background: bool = True,
     ) -> None:
-        from dspy_rdf.store import TraceStore, open_store
+        from dspy_rdf.store import TraceStore, default_store_target, open_store
 
-        self._owned = not isinstance(store, TraceStore)
-        self.store: TraceStore = open_store(store) if self._owned else store
         self.base = check_base(base)
         self.redactor = redactor
         self._lock = threading.Lock()
+        given = isinstance(store, TraceStore)
+        target = None if given else str(store) if store else default_store_target()
+        self._target = target
+        self._owned = not given
+        self.store: TraceStore | None = store if given else None
+        self._start(("store", target, self.base, redactor), background and not given)
+        if self._writer is None and not given:
+            self.store = open_store(target)
 
-    def write(self, trace: m.Trace) -> None:
-        """Store one run (its secrets redacted), replacing an earlier run with the same IRI."""
+    def _synchronous(self) -> StoreSink:
+        return StoreSink(self._target, base=self.base, redactor=self.redactor, background=False)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        """Store one run (its secrets redacted); a run already stored (the same IRI) is left as it is."""
         with self._lock:
             report = self.store.put([trace], base=self.base, redactor=self.redactor)
         if report.failed:
@@ -214,15 +310,10 @@ class StoreSink:
             raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
 
     def close(self) -> None:
-        """Close the store if this sink opened it."""
-        if self._owned:
+        """Write what is pending, then close the store if this sink opened it (a second close does nothing)."""
+        super().close()
+        if self._owned and self.store is not None:
             self.store.close()
-
-    def __enter__(self) -> StoreSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # --- the recorder ------------------------------------------------------------------------------------------
@@ -273,6 +364,8 @@ class TraceRecorder(BaseCallback):
         self.errors: list[str] = []
         self.unwritten: list[m.Trace] = []
         self._lock = threading.Lock()
+        if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
+            self.sink.on_failure = self._not_written
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -461,6 +554,23 @@ class TraceRecorder(BaseCallback):
             return
         if self.on_run is not None:
             self.on_run(trace)
+
+    def _not_written(self, trace: m.Trace, reason: str) -> None:
+        with self._lock:
+            self.unwritten.append(trace)
+        self._report(f"a run of {len(trace.calls)} calls could not be written ({reason}); it is kept in recorder.unwritten")
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
+        then); False on timeout. Needed only before reading a sink's file or store in the same program."""
+        flush = getattr(self.sink, "flush", None)
+        return True if flush is None else flush(timeout)
+
+    def close(self) -> None:
+        """Write what is pending and close the sink (see :meth:`flush`)."""
+        close = getattr(self.sink, "close", None)
+        if close is not None:
+            close()
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"
