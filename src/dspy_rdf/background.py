@@ -5,7 +5,7 @@ several; done in the program's own thread it would cost more than recording the 
 starts ``python -m dspy_rdf.background`` (a plain child process: nothing of the program's ``__main__`` is imported
 again there, unlike ``multiprocessing``), sends it each run as a pickle over a pipe, and the child writes it with an
 ordinary synchronous sink (:class:`~dspy_rdf.capture.FileSink` or :class:`~dspy_rdf.capture.StoreSink` with
-``background=False``), in order, answering each run with "done" or the reason it failed.
+``background=False``, named by the spec the parent sends first, so that this module imports no sink), in order, answering each run with "done" or the reason it failed.
 
 Nothing handed over is lost: a run the child could not write is given back to ``on_failure`` (the recorder keeps it in
 ``unwritten``); when the child dies, the runs it had not confirmed and every later run are written in the program's
@@ -235,17 +235,13 @@ class BackgroundWriter:
 # --- the child's side --------------------------------------------------------------------------------------------
 
 
-def make_sink(spec: tuple) -> Any:
-    """The synchronous sink a spec describes: ``("file", path, base, redactor)`` or ``("store", target, base,
-    redactor)``."""
-    from dspy_rdf.capture import FileSink, StoreSink
+def make_sink(spec: tuple[str, dict[str, Any]]) -> Any:
+    """The synchronous sink a spec describes: ``("module:Class", keyword arguments)``, made by calling that class."""
+    import importlib
 
-    kind, target, base, redactor = spec
-    if kind == "file":
-        return FileSink(target, base=base, redactor=redactor, background=False)
-    if kind == "store":
-        return StoreSink(target, base=base, redactor=redactor, background=False)
-    raise ValueError(f"unknown sink kind {kind!r}")
+    where, options = spec
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)(**options)
 
 
 def _serve() -> None:

@@ -238,7 +238,8 @@ class FileSink(_Background):
         self.base = check_base(base)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._start(("file", str(self.path.resolve()), self.base, redactor), background)
+        options = {"path": str(self.path.resolve()), "base": self.base, "redactor": redactor, "background": False}
+        self._start(("dspy_rdf.capture:FileSink", options), background)
 
     def _synchronous(self) -> FileSink:
         return FileSink(self.path, base=self.base, redactor=self.redactor, background=False)
@@ -294,7 +295,8 @@ class StoreSink(_Background):
         self._target = target
         self._owned = not given
         self.store: TraceStore | None = store if given else None
-        self._start(("store", target, self.base, redactor), background and not given)
+        options = {"store": target, "base": self.base, "redactor": redactor, "background": False}
+        self._start(("dspy_rdf.capture:StoreSink", options), background and not given)
         if self._writer is None and not given:
             self.store = open_store(target)
 

@@ -323,6 +323,25 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if report.fails(Severity(args.fail_on.capitalize())) or skipped else 0
 
 
+def _prov(args: argparse.Namespace) -> int:
+    from dspy_rdf.prov import write_prov
+    from dspy_rdf.store import open_store
+
+    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
+    if args.output is not None:
+        _output_file(args.output)
+    with open_store(args.store, read_only=True) as store:
+        traces = list(dict.fromkeys(args.trace)) if args.trace else None
+        with _bar(lambda: len(traces) if traces is not None else len(store.trace_iris()), unit=" traces", desc="prov") as progress:
+            if args.output is None:
+                count = write_prov(store, sys.stdout.buffer, traces=traces, trig=trig, progress=progress)
+            else:
+                with _atomic_output(args.output) as handle:
+                    count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
+    print(f"wrote the PROV-O view of {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from dspy_rdf.demo import run_demo
 
@@ -485,6 +504,17 @@ def _build_parser() -> argparse.ArgumentParser:
     _store_option(report, store_help)
     report.add_argument("--out", type=Path, required=True, help="output folder (index.html and PNG charts): new, empty, or a previous report, which is replaced")
     report.set_defaults(run=_report)
+
+    prov = sub.add_parser(
+        "prov", help="write the PROV-O view of a store's traces (activities, what they used and generated, agents)",
+        description="Each trace's view goes into the named graph <trace IRI>/prov (see the README, and "
+        "shapes/prov.shacl.ttl for its SHACL shapes).",
+    )  # fmt: skip
+    _store_option(prov, store_help)
+    prov.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
+    prov.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
+    prov.add_argument("--format", choices=["nq", "trig"], help="default: from the output file's extension, else nq")
+    prov.set_defaults(run=_prov)
 
     _add_query_commands(sub)
 

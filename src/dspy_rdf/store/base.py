@@ -142,6 +142,10 @@ class TraceStore(ABC):
         """Run a SPARQL SELECT (or ASK) query; return SPARQL 1.1 JSON results."""
 
     @abstractmethod
+    def construct(self, sparql: str) -> bytes:
+        """Run a SPARQL CONSTRUCT query; return its triples as N-Triples."""
+
+    @abstractmethod
     def delete(self, iri: str) -> bool:
         """Remove a trace's graph; return whether it was there."""
 

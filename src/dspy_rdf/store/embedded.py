@@ -151,6 +151,22 @@ class EmbeddedStore(TraceStore):
             raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
         return {"head": {"vars": names}, "results": {"bindings": bindings}}
 
+    def construct(self, sparql: str) -> bytes:
+        """Run a SPARQL CONSTRUCT query with pyoxigraph; return N-Triples."""
+        try:
+            result = self._store.query(sparql)
+            if not isinstance(result, ox.QueryTriples):
+                raise ValueError("expected a CONSTRUCT or DESCRIBE query")
+            return ox.serialize(result, format=ox.RdfFormat.N_TRIPLES) or b""
+        except SyntaxError as exc:
+            raise ValueError(f"not a valid SPARQL query: {exc}") from None
+        except RuntimeError as exc:
+            raise ValueError(f"the query cannot be run on the embedded store: {exc}") from None
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
+
     def delete(self, iri: str) -> bool:
         graph = ox.NamedNode(iri)
         if not self._store.contains_named_graph(graph):
