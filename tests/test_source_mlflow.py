@@ -197,3 +197,27 @@ def test_a_value_of_several_traces_is_not_one_trace():
     with pytest.raises(TraceInputError, match="holds 3 traces, not one; read it with traces_from_json"):
         trace_from_json(page)
     assert len(traces_from_json(page)) == 3
+
+
+def test_an_lm_span_of_another_library_reads_its_openai_payload_tools_and_usage():
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    attributes = {
+        "mlflow.traceRequestId": '"tr-2"',
+        "mlflow.spanType": '"CHAT_MODEL"',
+        "mlflow.message.format": '"openai"',
+        "mlflow.spanInputs": json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Weather in Paris?"}], "temperature": 0.1}),
+        "mlflow.spanOutputs": json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-2024", "choices": [
+            {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}}]}),
+        "mlflow.chat.tools": json.dumps([tool]),
+        "mlflow.chat.tokenUsage": json.dumps({"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}),
+        "mlflow.llm.model": '"gpt-4o"',
+    }
+    span = {"trace_id": "AAAAAAAAAAAAAAAAAAAAAg==", "span_id": "AAAAAAAAAAE=", "parent_span_id": None, "name": "Completions",
+            "start_time_unix_nano": 1, "end_time_unix_nano": 2, "status": {"code": "STATUS_CODE_OK"}, "attributes": attributes, "events": []}
+    value = {"info": {"trace_id": "tr-2", "trace_location": {}, "request_time": "x", "state": "OK"}, "data": {"spans": [span]}}
+    [call] = trace_from_json(value).calls
+    request, response = call.entry.request, call.entry.response
+    assert (call.model, request.config.temperature, [t.name for t in request.tools]) == ("gpt-4o", 0.1, ["get_weather"])
+    assert response.outputs[0].finish_reason == "tool_calls" and response.outputs[0].parts[0].call_id == "c1"
+    assert (response.usage.input_tokens, response.usage.total_tokens, response.response_id, response.model) == (12, 17, "chatcmpl-1", "gpt-4o-2024")

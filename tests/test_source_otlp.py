@@ -283,3 +283,11 @@ def test_a_trace_read_from_otlp_keeps_its_identity_through_rdf_and_json():
         [(iri, back)] = parse_traces(serialize_traces([trace], RdfFormat.N_QUADS), RdfFormat.N_QUADS)
         assert back == trace and iri == trace_iri(trace)
         assert trace_from_json(json.loads(json.dumps(trace_to_json(trace)))) == trace
+
+
+def test_json_in_an_attribute_nested_too_deeply_to_read_is_named():
+    deep = "[" * 100_000 + "]" * 100_000
+    span = _span({"gen_ai.operation.name": {"stringValue": "chat"}, "gen_ai.input.messages": {"stringValue": deep}})
+    with pytest.raises(TraceInputError, match="JSON nested too deeply to read") as info:
+        trace_from_json(_export(span))
+    assert info.value.field.endswith("attributes.gen_ai.input.messages")

@@ -6,7 +6,7 @@ its content key), written as OTLP/JSON (ids as hex, as the OpenTelemetry Collect
 =================  ============================================================================================
 call               span
 =================  ============================================================================================
-LM call            ``chat {model}`` (``text_completion`` for a text model), kind CLIENT: ``gen_ai.request.model``,
+LM call            ``chat {model}`` (``text_completion`` for DSPy's ``text`` model type), kind CLIENT: ``gen_ai.request.model``,
                    ``gen_ai.provider.name``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` (typed parts,
                    :mod:`dspy_rdf.sources.genai`), ``gen_ai.tool.definitions``, ``gen_ai.request.*`` (temperature,
                    max_tokens, top_p, stop_sequences, choice.count, seed, top_k, frequency and presence penalties),
@@ -50,7 +50,6 @@ from dspy_rdf.identity import trace_key
 from dspy_rdf.live import loss
 from dspy_rdf.run_json import call_to_json
 from dspy_rdf.sources.base import ReadOptions
-from dspy_rdf.sources.conventions import OPERATION_MODEL_TYPES
 from dspy_rdf.sources.history_dict import FILLED_KEY
 from dspy_rdf.sources.genai import messages_to_genai, output_to_genai, tools_to_genai
 from dspy_rdf.sources.otlp import SOURCE as OTLP_SOURCE
@@ -130,8 +129,7 @@ def _calls(trace: m.Trace) -> list[m.Call]:
 def _lm(call: m.LMCall, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
     entry = call.entry
     model = entry.request.model if entry is not None else call.model
-    model_type = entry.model_type if entry is not None else "chat"
-    operation = next((op for op, t in OPERATION_MODEL_TYPES.items() if t == model_type), "chat")
+    operation = "text_completion" if entry is not None and entry.model_type == "text" else "chat"
     attrs: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.request.model": model}
     if model and "/" in model:
         attrs["gen_ai.provider.name"] = model.split("/", 1)[0]

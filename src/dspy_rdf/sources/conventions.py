@@ -60,6 +60,7 @@ from dspy_rdf.sources.openai_chat import (
 )
 
 __all__ = [
+    "BOOKKEEPING",
     "ENTRY_UUID_NAMESPACE",
     "OPERATION_MODEL_TYPES",
     "Attributes",
@@ -67,7 +68,9 @@ __all__ = [
     "LMFacts",
     "ToolFacts",
     "call_kind",
+    "class_of",
     "decode_json",
+    "error_text",
     "lm_facts",
     "module_facts",
     "tool_facts",
@@ -75,10 +78,6 @@ __all__ = [
 
 ENTRY_UUID_NAMESPACE = uuid_lib.uuid5(uuid_lib.NAMESPACE_URL, "urn:dspy-rdf:span-history-entry")
 """The uuid5 namespace of the history-entry uuids derived from a trace id and a span id, for LM spans that record none."""
-
-MAX_JSON_DEPTH = 200
-"""JSON text inside an attribute nested deeper than this is refused (a clear error instead of a crash)."""
-
 
 class CallKind(Enum):
     """What a span is a call of."""
@@ -92,24 +91,12 @@ class CallKind(Enum):
 
 
 def decode_json(text: str, path: str) -> Any:
-    """Parse JSON text found in an attribute; :class:`TraceInputError` naming ``path`` when it nests too deeply."""
+    """Parse JSON text found in an attribute; :class:`TraceInputError` naming ``path`` when it nests too deeply for
+    Python to read (``json.JSONDecodeError`` when it is not JSON)."""
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except RecursionError:
-        raise fail(path, f"JSON nested too deeply to read (more than {MAX_JSON_DEPTH} levels)") from None
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise fail(path, f"JSON nested too deeply to read (more than {MAX_JSON_DEPTH} levels)")
-    return value
-
-
-def _depth(value: Any) -> int:
-    depth, level = 0, [value]
-    while level:
-        depth += 1
-        if depth > MAX_JSON_DEPTH + 1:
-            return depth
-        level = [v for item in level if isinstance(item, (dict, list)) for v in (item.values() if isinstance(item, dict) else item)]
-    return depth - 1
+        raise fail(path, "JSON nested too deeply to read") from None
 
 
 class Attributes:
@@ -638,13 +625,14 @@ def lm_facts(a: Attributes, trace_id: str, span_id: str, timestamp: str) -> LMFa
     model_type = OPERATION_MODEL_TYPES.get(a.values.get("gen_ai.operation.name"))
     if model_type is None and isinstance(a.values.get("model_type"), str) and _mlflow_type(a) is not None:
         model_type = a.get("model_type")
-    usage = None
     entry = None
     dspy_call = None if a.has("gen_ai.input.messages") or a.has("gen_ai.output.messages") else _dspy_payload(a)
+    unknown = "the span does not say which model was called; recorded as 'unknown'"
     if dspy_call is not None:
         call, outputs = dspy_call
         if model is None:
-            model, _ = "unknown", losses.append("the span does not say which model was called; recorded as 'unknown'")
+            model = "unknown"
+            losses.append(unknown)
         history = {**call, "outputs": outputs if isinstance(outputs, list) else [], "model": model, "model_type": model_type,
                    "timestamp": entry_time, "uuid": entry_uuid}
         if outputs is not None and not isinstance(outputs, list):
@@ -662,13 +650,16 @@ def lm_facts(a: Attributes, trace_id: str, span_id: str, timestamp: str) -> LMFa
         if exchange is not None:
             if model is None:
                 model = "unknown"
-                losses.append("the span does not say which model was called; recorded as 'unknown'")
+                losses.append(unknown)
             request, response = exchange
-            usage = _usage(a)
-            if usage is not None:
+            usage = _usage(a)  # read (and so taken) even when the response's own usage says more
+            if response.usage is None:
                 response.usage = usage
             entry = m.LMHistoryEntry(request=request, response=response, timestamp=entry_time, uuid=entry_uuid, model_type=model_type)
     if entry is not None:
+        if a.has("mlflow.chat.tools"):  # MLflow's ChatTool list, OpenAI's shape: the tools offered, when the call does not say
+            tools = tools_from_openai(a.structured("mlflow.chat.tools"), a.where("mlflow.chat.tools"))
+            entry.request.tools = entry.request.tools or tools
         if a.has("llm.cost.total"):
             entry.response.cost = a.number("llm.cost.total")
         if entry.response.model is None:
@@ -686,24 +677,14 @@ def lm_facts(a: Attributes, trace_id: str, span_id: str, timestamp: str) -> LMFa
     return LMFacts(model=model, entry=entry, losses=losses)
 
 
-def error_text(status: str, message: str, events: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, list[str]]:
-    """The error of a span as ``Type: message`` (a status ``ERROR``'s message, else its exception event), or None
-    when the span succeeded; and the exception attributes that are not carried (a stack trace)."""
-    dropped: list[str] = []
-    found = None
+def error_text(failed: bool, message: str, events: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """The error of a span that ``failed`` (status ERROR): its status message, else its exception event as
+    ``Type: message``; None for a span that did not fail."""
+    if not failed:
+        return None
     for name, attributes in events:
         if name == "exception":
             kind, text = attributes.get("exception.type"), attributes.get("exception.message")
-            if found is None:
-                found = f"{kind}: {text}" if kind and text else str(kind or text or "exception")
-            dropped += [k for k in attributes if k in ("exception.stacktrace",)]
-    if status != "ERROR":
-        return None, dropped
-    return (message or found or "error"), dropped
-
-
-def iter_events(events: list[tuple[str, dict[str, Any]]]) -> Iterator[str]:
-    """The names of the events that are not exceptions (no slot holds them)."""
-    for name, _ in events:
-        if name != "exception":
-            yield name
+            found = f"{kind}: {text}" if kind and text else str(kind or text or "exception")
+            return message or found
+    return message or "error"

@@ -36,6 +36,7 @@ from dspy_rdf import model as m
 from dspy_rdf.fields import expect_object, fail, get_json_object, get_str, kind_of
 
 __all__ = [
+    "EXTRA_KEY",
     "messages_from_genai",
     "messages_to_genai",
     "output_from_genai",

@@ -33,13 +33,20 @@ from dspy_rdf.errors import TraceInputError
 from dspy_rdf.fields import expect_object, fail, kind_of
 from dspy_rdf.live import loss
 from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
-from dspy_rdf.sources.spans import Span, hex_id, mlflow_value, nanoseconds, run_from_spans
+from dspy_rdf.sources.spans import Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
 __all__ = ["SOURCE", "is_mlflow_trace", "trace_from_mlflow"]
 
 _V3_INFO = frozenset({"trace_id", "trace_location", "request_time", "state"})
 _V2_INFO = frozenset({"request_id", "timestamp_ms", "status"})
-_STATUS = {"STATUS_CODE_OK": "OK", "OK": "OK", "STATUS_CODE_ERROR": "ERROR", "ERROR": "ERROR", "STATUS_CODE_UNSET": "UNSET", "UNSET": "UNSET"}
+_STATUS = {
+    "STATUS_CODE_OK": SpanStatus.OK,
+    "OK": SpanStatus.OK,
+    "STATUS_CODE_ERROR": SpanStatus.ERROR,
+    "ERROR": SpanStatus.ERROR,
+    "STATUS_CODE_UNSET": SpanStatus.UNSET,
+    "UNSET": SpanStatus.UNSET,
+}
 # info fields that say nothing the spans do not (ids, times, previews of the root's inputs and outputs)
 _INFO_READ = frozenset({
     "trace_id", "request_id", "request_time", "timestamp_ms", "execution_duration", "execution_duration_ms",

@@ -29,11 +29,18 @@ from dspy_rdf.errors import TraceInputError
 from dspy_rdf.fields import expect_object, fail, kind_of
 from dspy_rdf.live import loss
 from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
-from dspy_rdf.sources.spans import OWN, Span, hex_id, mlflow_value, nanoseconds, run_from_spans
+from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
 __all__ = ["SOURCE", "decode_any_value", "is_otlp", "spans_from_otlp"]
 
-_STATUS = {"STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR", 0: "UNSET", 1: "OK", 2: "ERROR"}
+_STATUS = {
+    "STATUS_CODE_UNSET": SpanStatus.UNSET,
+    "STATUS_CODE_OK": SpanStatus.OK,
+    "STATUS_CODE_ERROR": SpanStatus.ERROR,
+    0: SpanStatus.UNSET,
+    1: SpanStatus.OK,
+    2: SpanStatus.ERROR,
+}
 _EXPORTER_RESOURCE = frozenset({"service.name", "telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"})
 
 

@@ -30,6 +30,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
 from typing import Any
 
 from dspy_rdf import model as m
@@ -39,7 +40,7 @@ from dspy_rdf.live import loss
 from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.sources.conventions import BOOKKEEPING, Attributes, CallKind, call_kind, class_of, error_text, lm_facts, module_facts, tool_facts
 
-__all__ = ["MAX_SPAN_DEPTH", "OWN", "Span", "hex_id", "iso_from_ns", "mlflow_value", "nanoseconds", "ns_from_iso", "run_from_spans"]
+__all__ = ["MAX_SPAN_DEPTH", "OWN", "Span", "SpanStatus", "hex_id", "iso_from_ns", "mlflow_value", "nanoseconds", "ns_from_iso", "run_from_spans"]
 
 MAX_SPAN_DEPTH = 256
 """Spans nested deeper than this are refused (a clear error, never a crash)."""
@@ -51,10 +52,18 @@ _OWN_TRACE_KEYS = ("source_format", "source_kind", "source_trace_id", "dspy_vers
 _PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
 
 
+class SpanStatus(Enum):
+    """A span's status code."""
+
+    UNSET = "UNSET"
+    OK = "OK"
+    ERROR = "ERROR"
+
+
 @dataclass(slots=True)
 class Span:
     """One span as read from its JSON: ids as hex, times in nanoseconds since the epoch, attribute values as the
-    producer wrote them (MLflow's JSON-encoded values decoded), ``status`` ``OK``, ``ERROR`` or ``UNSET``, events as
+    producer wrote them (MLflow's JSON-encoded values decoded), events as
     ``(name, attributes)``; ``path`` says where it is in the input, for errors."""
 
     trace_id: str
@@ -65,7 +74,7 @@ class Span:
     end_ns: int | None
     attributes: dict[str, Any]
     path: str
-    status: str = "UNSET"
+    status: SpanStatus = SpanStatus.UNSET
     status_message: str = ""
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     links: int = 0
@@ -296,7 +305,7 @@ def _start_order(span_ids: list[str], by_id: dict[str, Span], depth: dict[str, i
 
 def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[dict[str, str]]) -> m.Call:
     """The call one span records."""
-    error, _ = error_text(span.status, span.status_message, span.events)
+    error = error_text(span.status is SpanStatus.ERROR, span.status_message, span.events)
     common: dict[str, Any] = {
         "started_at": iso_from_ns(span.start_ns),
         "ended_at": None if span.end_ns is None else iso_from_ns(span.end_ns),
