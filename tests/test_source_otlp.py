@@ -11,6 +11,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import DATA
 from dspy_rdf import model as m
@@ -291,3 +293,37 @@ def test_json_in_an_attribute_nested_too_deeply_to_read_is_named():
     with pytest.raises(TraceInputError, match="JSON nested too deeply to read") as info:
         trace_from_json(_export(span))
     assert info.value.field.endswith("attributes.gen_ai.input.messages")
+
+
+KEYS = [
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.definitions", "gen_ai.request.model",
+    "gen_ai.request.max_tokens", "gen_ai.request.stop_sequences", "gen_ai.response.finish_reasons", "gen_ai.usage.input_tokens",
+    "gen_ai.tool.call.arguments", "gen_ai.tool.call.id", "gen_ai.operation.name", "llm.input_messages.0.message.content",
+    "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments", "llm.tools.0.tool.json_schema", "llm.token_count.prompt",
+    "llm.invocation_parameters", "input.value", "output.value", "openinference.span.kind", "gen_ai.prompt", "gen_ai.completion.0.content",
+    "mlflow.spanInputs", "mlflow.spanOutputs", "mlflow.spanType", "mlflow.chat.tokenUsage", "mlflow.chat.tools", "dspy_rdf.source_kind",
+    "dspy_rdf.losses", "dspy_rdf.pairing", "dspy_rdf.call", "dspy_rdf.call_json", "dspy_rdf.entry.filled",
+]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["", "x", "chat", "text", "tool_call", "LLM", "evaluate", "lm_history"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["role", "parts", "type", "content", "name", "messages", "id"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(changes=st.lists(st.tuples(st.integers(0, 31), st.sampled_from(KEYS), JSON, st.booleans()), min_size=1, max_size=4))
+def test_any_attribute_value_gives_a_trace_or_an_error_naming_its_field(changes):
+    value = json.loads(OPENINFERENCE_TEXT)
+    spans = value["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    for index, key, new, as_text in changes:
+        encoded = {"stringValue": json.dumps(new)} if as_text or not isinstance(new, (str, bool, int)) else (
+            {"stringValue": new} if isinstance(new, str) else {"boolValue": new} if isinstance(new, bool) else {"intValue": str(new)})
+        spans[index]["attributes"].append({"key": key, "value": encoded})
+    try:
+        traces_from_json(value)
+    except TraceInputError as exc:
+        assert exc.field and "\n" not in str(exc)
+
+
+OPENINFERENCE_TEXT = (OTLP / "openinference_dspy331.json").read_text()

@@ -91,10 +91,12 @@ class CallKind(Enum):
 
 
 def decode_json(text: str, path: str) -> Any:
-    """Parse JSON text found in an attribute; :class:`TraceInputError` naming ``path`` when it nests too deeply for
-    Python to read (``json.JSONDecodeError`` when it is not JSON)."""
+    """Parse JSON text found in an attribute; :class:`TraceInputError` naming ``path`` when it is not JSON or nests too
+    deeply for Python to read."""
     try:
         return json.loads(text)
+    except ValueError as exc:
+        raise fail(path, f"not valid JSON: {exc}") from None
     except RecursionError:
         raise fail(path, "JSON nested too deeply to read") from None
 
@@ -123,9 +125,11 @@ class Attributes:
         value = self.get(key)
         if isinstance(value, str):
             try:
-                return decode_json(value, self.where(key))
-            except json.JSONDecodeError:
+                return json.loads(value)
+            except ValueError:
                 return value
+            except RecursionError:
+                raise fail(self.where(key), "JSON nested too deeply to read") from None
         return value
 
     def text(self, key: str) -> str | None:
@@ -215,12 +219,17 @@ def _is_lm_payload(a: Attributes) -> bool:
     )
 
 
+def _operation(a: Attributes) -> str | None:
+    value = a.values.get("gen_ai.operation.name")
+    return value if isinstance(value, str) else None
+
+
 def call_kind(a: Attributes, name: str) -> CallKind:
     """What ``a`` span named ``name`` is a call of (see the module docstring); every span is one of them."""
     own = a.values.get("dspy_rdf.call")
     if own in ("evaluate", "compile"):
         return CallKind(own)
-    if _ADAPTER_NAME.fullmatch(name) or _mlflow_type(a) == "PARSER" or a.values.get("gen_ai.operation.name") == "PARSER":
+    if _ADAPTER_NAME.fullmatch(name) or _mlflow_type(a) == "PARSER" or _operation(a) == "PARSER":
         return CallKind.ADAPTER
     mlflow_type = _mlflow_type(a)
     if mlflow_type is not None:
@@ -230,7 +239,7 @@ def call_kind(a: Attributes, name: str) -> CallKind:
         if mlflow_type == "CHAT_MODEL" or mlflow_type == "LLM" and (_is_lm_payload(a) or isinstance(a.values.get("model"), str)):
             return CallKind.LM
         return CallKind.MODULE
-    operation = a.values.get("gen_ai.operation.name")
+    operation = _operation(a)
     if operation == "execute_tool":
         return CallKind.TOOL
     if operation in _LM_OPERATIONS:
@@ -622,7 +631,7 @@ def lm_facts(a: Attributes, trace_id: str, span_id: str, timestamp: str) -> LMFa
     if a.has("dspy_rdf.entry.filled"):
         own = a.structured("dspy_rdf.entry.filled")
         filled = expect_object(own, a.where("dspy_rdf.entry.filled"))
-    model_type = OPERATION_MODEL_TYPES.get(a.values.get("gen_ai.operation.name"))
+    model_type = OPERATION_MODEL_TYPES.get(_operation(a))
     if model_type is None and isinstance(a.values.get("model_type"), str) and _mlflow_type(a) is not None:
         model_type = a.get("model_type")
     entry = None

@@ -30,7 +30,7 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
-from dspy_rdf.fields import expect_object, fail, kind_of
+from dspy_rdf.fields import expect_object, fail, get_list, kind_of
 from dspy_rdf.live import loss
 from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 from dspy_rdf.sources.spans import Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
@@ -91,7 +91,7 @@ def _span(value: Any, path: str) -> Span:
         parent = d.get("parent_id")
         start, end = d.get("start_time"), d.get("end_time")
         status, message = d.get("status_code"), d.get("status_message") or ""
-        events = [(e.get("name"), e.get("attributes")) for e in (d.get("events") or []) if isinstance(e, dict)]
+        events = [(e.get("name"), e.get("attributes")) for e in get_list(d, "events", path) if isinstance(e, dict)]
         parent_path, start_path = f"{path}.parent_id", f"{path}.start_time"
     else:
         trace_id = hex_id(d.get("trace_id"), f"{path}.trace_id", 16)
@@ -101,7 +101,7 @@ def _span(value: Any, path: str) -> Span:
         status_obj = d.get("status") or {}
         status_obj = expect_object(status_obj, f"{path}.status")
         status, message = status_obj.get("code"), status_obj.get("message") or ""
-        events = [(e.get("name"), e.get("attributes")) for e in (d.get("events") or []) if isinstance(e, dict)]
+        events = [(e.get("name"), e.get("attributes")) for e in get_list(d, "events", path) if isinstance(e, dict)]
         parent_path, start_path = f"{path}.parent_span_id", f"{path}.start_time_unix_nano"
     name = d.get("name")
     if not isinstance(name, str):
@@ -109,7 +109,7 @@ def _span(value: Any, path: str) -> Span:
     start_ns = nanoseconds(start, start_path)
     if start_ns is None:
         raise fail(start_path, "is required")
-    code = _STATUS.get(status if isinstance(status, str) else "UNSET")
+    code = _STATUS.get(status if isinstance(status, str) else "UNSET") if status is None or isinstance(status, str) else None
     if code is None:
         raise fail(f"{path}.status", f"unknown status code {status!r}")
     return Span(
@@ -124,7 +124,7 @@ def _span(value: Any, path: str) -> Span:
         status=code,
         status_message=message if isinstance(message, str) else str(message),
         events=[(str(n), _decoded(a, f"{path}.events")) for n, a in events],
-        links=len(d.get("links") or []),
+        links=len(get_list(d, "links", path)),
     )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
-from dspy_rdf.fields import expect_object, fail, kind_of
+from dspy_rdf.fields import expect_object, fail, get_list, kind_of
 from dspy_rdf.live import loss
 from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
@@ -77,7 +77,7 @@ def decode_any_value(value: Any, path: str) -> Any:
         raise fail(f"{path}.intValue", f"expected an integer, got {found!r}")
     found = _get(d, "arrayValue")
     if found is not None:
-        values = expect_object(found, f"{path}.arrayValue").get("values") or []
+        values = get_list(expect_object(found, f"{path}.arrayValue"), "values", f"{path}.arrayValue")
         return [decode_any_value(v, f"{path}.arrayValue.values[{i}]") for i, v in enumerate(values)]
     found = _get(d, "kvlistValue")
     if found is not None:
@@ -112,11 +112,12 @@ def _span(d: dict[str, Any], path: str, trace_id: str, mlflow_scope: bool) -> Sp
         k: mlflow_value(v, f"{path}.attributes.{k}") if mlflow_scope or k.startswith("mlflow.") else v for k, v in attributes.items()
     }
     status = expect_object(d.get("status") or {}, f"{path}.status")
-    code = _STATUS.get(status.get("code", 0))
+    raw_code = status.get("code", 0)
+    code = _STATUS.get(raw_code) if isinstance(raw_code, (str, int)) else None
     if code is None:
         raise fail(f"{path}.status.code", f"unknown status code {status.get('code')!r}")
     events = []
-    for i, raw in enumerate(d.get("events") or []):
+    for i, raw in enumerate(get_list(d, "events", path)):
         event = expect_object(raw, f"{path}.events[{i}]")
         events.append((str(event.get("name", "")), _key_values(event.get("attributes") or [], f"{path}.events[{i}].attributes")))
     return Span(
@@ -131,7 +132,7 @@ def _span(d: dict[str, Any], path: str, trace_id: str, mlflow_scope: bool) -> Sp
         status=code,
         status_message=str(status.get("message") or ""),
         events=events,
-        links=len(d.get("links") or []),
+        links=len(get_list(d, "links", path)),
     )
 
 
