@@ -54,6 +54,7 @@ from dspy_rdf.errors import DspyRdfError, TraceInputError
 from dspy_rdf.fields import kind_of
 from dspy_rdf.identity import DEFAULT_BASE, canonical_json, check_base, key_from_payload
 from dspy_rdf.live import json_data, loss
+from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
 from dspy_rdf.sources.history_dict import entry_from_history_dict
@@ -587,7 +588,7 @@ class TraceRecorder(BaseCallback):
             call.started_at = _iso(started)
             call.ended_at = None if ended is None else _iso(ended)
         _link_returned_tool_calls(run.calls, run.returned)
-        _pair_tool_executions(run.calls, run.starts, run.ends)
+        pair_tool_executions(run.calls, run.starts, run.ends)
         for index, result in run.evaluations.items():
             run.calls[index].example_results = _example_results(result, run, index, self.max_chars, losses)
         root = run.calls[0]
@@ -655,7 +656,7 @@ def program_fingerprint(program: Any) -> str | None:
 
 def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses: list[dict[str, str]]) -> list[m.ExampleResult]:
     """Each (example, prediction, score) of an ``EvaluationResult``, linked to the program call that produced it."""
-    by_output = {id(out): i for i, out in run.outputs.items() if _within(run.calls, i, index)}
+    by_output = {id(out): i for i, out in run.outputs.items() if within(run.calls, i, index)}
     out = []
     for position, item in enumerate(getattr(result, "results", None) or []):
         try:
@@ -705,7 +706,7 @@ def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Any]
     claimed: set[m.PartRef] = set()
     for index in sorted(returned):
         module = calls[index]
-        parts = [pair for i in range(index + 1, len(calls)) if _within(calls, i, index) for pair in _tool_call_parts(calls[i], i)]
+        parts = [pair for i in range(index + 1, len(calls)) if within(calls, i, index) for pair in tool_call_parts(calls[i], i)]
         refs: list[m.PartRef] = []
         own: list[m.LMToolCallPart] = []
         for tool_call in returned[index]:
@@ -727,61 +728,3 @@ def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Any]
                 own.append(m.LMToolCallPart(name=name, call_id=call_id, args=args if isinstance(args, dict) else {}))
         module.returned_tool_calls = sorted(refs, key=m.PartRef.order)
         module.tool_calls = own
-
-
-def _pair_tool_executions(calls: list[m.Call], starts: list[float], ends: list[float | None]) -> None:
-    """Link each tool execution to the tool-call part (or else the LM call) of its module call that asked for it."""
-    claimed: set[m.PartRef] = set()
-    for index, call in enumerate(calls):
-        if not isinstance(call, m.ToolExecution):
-            continue
-        scope = [i for i in range(index) if _within(calls, i, call.parent_call)]
-        wanted = call.tool_call
-        best = None
-        for i in reversed(scope):
-            for ref, part in _tool_call_parts(calls[i], i):
-                if ref in claimed or part.name != wanted.name:
-                    continue
-                if wanted.call_id is not None and part.call_id == wanted.call_id:
-                    best = (ref, "call_id")
-                elif part.args == wanted.args:
-                    best = best or (ref, "name_and_args")
-                if best is not None and best[1] == "call_id":
-                    break
-            if best is not None:
-                break
-        if best is not None:
-            claimed.add(best[0])
-            call.answers, call.pairing = best
-            continue
-        for i in reversed(scope):
-            lm = calls[i]
-            lm_ended = ends[i]
-            if isinstance(lm, m.LMCall) and lm_ended is not None and lm_ended <= starts[index]:
-                call.decided_by, call.pairing = i, "preceding_lm_call"
-                break
-
-
-def _within(calls: list[m.Call], index: int, ancestor: int | None) -> bool:
-    """Whether ``calls[index]`` is ``ancestor`` or below it (everything is below a missing ancestor)."""
-    if ancestor is None:
-        return True
-    current: int | None = index
-    while current is not None:
-        if current == ancestor:
-            return True
-        current = calls[current].parent_call
-    return False
-
-
-def _tool_call_parts(call: m.Call, index: int) -> list[tuple[m.PartRef, m.LMToolCallPart]]:
-    if isinstance(call, m.ModuleCall):
-        return [(m.PartRef(call=index, output=None, part=p), part) for p, part in enumerate(call.tool_calls)]
-    if isinstance(call, m.LMCall) and call.entry is not None:
-        return [
-            (m.PartRef(call=index, output=o, part=p), part)
-            for o, output in enumerate(call.entry.response.outputs)
-            for p, part in enumerate(output.parts)
-            if isinstance(part, m.LMToolCallPart)
-        ]
-    return []

@@ -280,6 +280,35 @@ def _to_json(args: argparse.Namespace) -> int:
     return 0
 
 
+def _to_otlp(args: argparse.Namespace) -> int:
+    from dspy_rdf.formats import RdfFormat, parse_traces
+    from dspy_rdf.to_otlp import write_otlp
+
+    if bool(args.files) == (args.store is not None):
+        raise ValueError("give RDF FILEs or --store, not both" if args.files else "give RDF FILEs or --store PATH|URL to read traces from")
+    if args.trace and args.store is None:
+        raise ValueError("--trace applies to --store only")
+    lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
+    with contextlib.ExitStack() as stack:
+        if args.store is not None:
+            from dspy_rdf.store import open_store
+
+            store = stack.enter_context(open_store(args.store or None, read_only=True))
+            pairs = store.traces(list(dict.fromkeys(args.trace)) if args.trace else None)
+        else:
+            fmt = RdfFormat(args.format) if args.format else None
+            pairs = (pair for path in args.files for pair in parse_traces(path, fmt or RdfFormat.from_path(path)))
+        with _atomic_output(args.output) as handle:
+            report = write_otlp(pairs, handle, lines=lines)
+    for iri, error in report.refused:
+        print(f"not written: {iri}: {error}", file=sys.stderr)
+    notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
+    if report.refused:
+        notes.append(f"{len(report.refused)} not written")
+    print(f"wrote {report.written} trace(s) to {args.output} (OTLP JSON)" + "".join(f"; {n}" for n in notes))
+    return 1 if report.refused else 0
+
+
 def _validate(args: argparse.Namespace) -> int:
     from dspy_rdf.validation import Engine, Severity, validate_files, validate_store
 
@@ -523,6 +552,22 @@ def _build_parser() -> argparse.ArgumentParser:
     to_json.add_argument("-o", "--output", type=Path, required=True, help="output .json (one trace) or .jsonl")
     to_json.add_argument("--format", choices=formats, help="RDF format (default: from the file's extension)")
     to_json.set_defaults(run=_to_json)
+
+    to_otlp = sub.add_parser(
+        "to-otlp",
+        help="write traces (RDF files or a store) as OpenTelemetry spans in OTLP JSON with the GenAI conventions, "
+        "for MLflow, Phoenix or Langfuse",
+        description="LM calls become chat spans (gen_ai.input.messages, gen_ai.output.messages), tool executions "
+        "execute_tool spans with gen_ai.tool.call.id, module calls invoke_workflow spans. `export --from otlp` reads the "
+        "file back to the same traces, except the fields the conventions cannot carry, which each trace lists in its "
+        "losses. Exit 1 when a trace holds no call to write (a message, a part, a trajectory).",
+    )
+    to_otlp.add_argument("files", nargs="*", type=Path, help="RDF files (.ttl, .nt, .nq, .trig, .jsonld)")
+    to_otlp.add_argument("--store", nargs="?", const="", metavar="PATH|URL", help=f"read the traces of a store instead (default: {store_help})")
+    to_otlp.add_argument("--trace", action="append", metavar="IRI", help="with --store: only this trace (repeatable)")
+    to_otlp.add_argument("-o", "--output", type=Path, required=True, help="output .json (one OTLP export request) or .jsonl (one per trace per line)")
+    to_otlp.add_argument("--format", choices=formats, help="RDF format of the files (default: from each file's extension)")
+    to_otlp.set_defaults(run=_to_otlp)
 
     validate = sub.add_parser(
         "validate",

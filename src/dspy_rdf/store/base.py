@@ -12,6 +12,7 @@ structure from every store, so that analytics give identical answers on every st
 
 from __future__ import annotations
 
+import io
 import queue
 import threading
 from abc import ABC, abstractmethod
@@ -25,7 +26,7 @@ import pyoxigraph as ox
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.errors import DspyRdfError, TraceInputError
-from dspy_rdf.formats import encode_trace
+from dspy_rdf.formats import RdfFormat, encode_trace, parse_traces
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.writer import stored_form
@@ -308,6 +309,14 @@ class TraceStore(ABC):
             )
             found.update(b["g"]["value"] for b in rows["results"]["bindings"])
         return sorted(found)
+
+    def traces(self, iris: list[str] | None = None) -> Iterator[tuple[str, m.Trace]]:
+        """Read the store's traces back, one named graph at a time (so memory is bounded by the largest trace):
+        ``(IRI, trace)`` pairs, of ``iris`` or of every trace (:meth:`trace_iris`)."""
+        for iri in iris if iris is not None else self.trace_iris():
+            buffer = io.BytesIO()
+            self.dump(buffer, traces=[iri])
+            yield from parse_traces(buffer.getvalue(), RdfFormat.N_QUADS, source=iri)
 
     def graphs_with_several_traces(self) -> list[str]:
         """Names of the graphs that hold more than one ``dspy:Trace`` node (not what ``export`` writes: loaded by other
