@@ -23,55 +23,19 @@ from dspy_rdf.resources import schema_path
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_json
 from dspy_rdf.writer import part_ref_iri
-from lms import ScriptedLM, fields, tool_call
+from lms import ScriptedLM
+from traced_programs import NATIVE, QUESTION_NATIVE, QUESTION_REACT, REACT, CallTools, add, divide
 
 DSPY = "https://w3id.org/lmodel/dspy/"
-REACT = [
-    fields(next_thought="Add first.", next_tool_name="add", next_tool_args='{"a": 2, "b": 3}'),
-    fields(next_thought="Now divide by zero.", next_tool_name="divide", next_tool_args='{"a": 5, "b": 0}'),
-    fields(next_thought="Done.", next_tool_name="finish", next_tool_args="{}"),
-    fields(reasoning="2 + 3 = 5", answer="5"),
-]
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def divide(a: int, b: int) -> float:
-    """Divide a by b."""
-    return a / b
-
-
-class CallTools(dspy.Module):
-    """A model asks for tools natively (parallel calls in one response); the module runs them (one raises)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tools = {t.name: t for t in map(dspy.Tool, (add, divide))}
-        self.predict = dspy.Predict("question: str, tools: list[dspy.Tool] -> tool_calls: dspy.ToolCalls")
-
-    def forward(self, question: str):
-        results = []
-        for call in self.predict(question=question, tools=list(self.tools.values())).tool_calls.tool_calls:
-            try:
-                results.append(call.execute(functions=self.tools))
-            except Exception as exc:  # noqa: BLE001 - the failing tool
-                results.append(str(exc))
-        return dspy.Prediction(results=results)
-
-
 @pytest.fixture(scope="module")
 def captured() -> dict[str, m.Trace]:
     """A dspy.ReAct run with a failing tool and a native parallel tool-calling run, on the real dspy.LM."""
     sink = MemorySink()
     recorder = TraceRecorder(sink)
     with dspy.context(lm=ScriptedLM(REACT), callbacks=[recorder]):
-        dspy.ReAct("question -> answer", tools=[add, divide])(question="2 + 3, then / 0?")
-    native = ScriptedLM([[tool_call("call_add", "add", '{"a": 1, "b": 2}'), tool_call("call_div", "divide", '{"a": 1, "b": 0}')]])
-    with dspy.context(lm=native, adapter=dspy.ChatAdapter(use_native_function_calling=True), callbacks=[recorder]):
-        CallTools()(question="1 + 2 and 1 / 0")
+        dspy.ReAct("question -> answer", tools=[add, divide])(question=QUESTION_REACT)
+    with dspy.context(lm=ScriptedLM(NATIVE), adapter=dspy.ChatAdapter(use_native_function_calling=True), callbacks=[recorder]):
+        CallTools()(question=QUESTION_NATIVE)
     assert recorder.errors == [] and len(sink.traces) == 2
     return {"react": sink.traces[0], "native": sink.traces[1]}
 

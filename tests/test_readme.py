@@ -67,6 +67,8 @@ def workdir(tmp_path_factory) -> Path:
         shutil.copy(bundled_traces_path(), where / name)
     (where / "my.rq").write_text("SELECT (COUNT(*) AS ?quads) WHERE { GRAPH ?g { ?s ?p ?o } }\n", encoding="utf-8")
     assert main(["export", str(DATA / "react_history.json"), "-o", str(where / "more.nq")]) == 0
+    (where / "tests").mkdir()
+    (where / "tests" / "data").symlink_to(DATA)  # examples that name the repository's fixtures, as from a clone
     return where
 
 

@@ -537,7 +537,7 @@ def _build_parser() -> argparse.ArgumentParser:
     prov = sub.add_parser(
         "prov", help="write the PROV-O view of a store's traces (activities, what they used and generated, agents)",
         description="Each trace's view goes into the named graph <trace IRI>/prov (see the README, and "
-        "shapes/prov.shacl.ttl for its SHACL shapes).",
+        "shapes/prov/prov.shacl.ttl for its SHACL shapes).",
     )  # fmt: skip
     _store_option(prov, store_help)
     prov.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")

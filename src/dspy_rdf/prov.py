@@ -18,7 +18,7 @@ So generic PROV queries work on DSPy traces, e.g. everything an answer was deriv
 
     ?answer prov:wasGeneratedBy/prov:wasInformedBy*/prov:used ?source
 
-:data:`PROV_SHAPES` (``shapes/prov.shacl.ttl``) checks a view with pySHACL (:func:`validate_prov`).
+:data:`PROV_SHAPES` (``shapes/prov/prov.shacl.ttl``, apart from the shapes of traces) checks a view with pySHACL (:func:`validate_prov`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ __all__ = ["PROV", "PROV_SHAPES", "PROV_VIEW", "prov_graph_name", "prov_view", "
 PROV = "http://www.w3.org/ns/prov#"
 PROV_VIEW = Path(__file__).parent / "views" / "prov.rq"
 """The CONSTRUCT query that builds the view of one trace graph (``?g``)."""
-PROV_SHAPES = shapes_dir() / "prov.shacl.ttl"
+PROV_SHAPES = shapes_dir() / "prov" / "prov.shacl.ttl"
 """SHACL shapes of the view."""
 
 
