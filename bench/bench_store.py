@@ -3,10 +3,12 @@
     .venv/bin/python bench/bench_store.py [--lm-calls 10000 100000] [--repeat 3] [--repeat-large 1]
                                           [--skip-rdflib] [--workdir DIR] [--queries DIR]
 
-Workload: real DSPy traces (the bundled DSPy 3.3.1 traces that hold LM calls, plus the real history fixtures
-``tests/data/history_dicts_dspy3.3.1.json`` and ``tests/data/react_history.json``), copied until the wanted number of
-LM calls (history entries) is reached. Each copy differs only in identity-neutral values: every entry gets a new
-``uuid``, a ``timestamp`` spread over 30 days, and one of three model names; so each copy is a distinct trace
+Workload: real DSPy traces (the bundled DSPy 3.3.1 traces that hold LM calls, the real history fixtures
+``tests/data/history_dicts_dspy3.3.1.json`` and ``tests/data/react_history.json``, and program runs recorded by the
+capture callback: ``dspy.ReAct`` runs whose tools run, one of them failing), copied until the wanted number of LM
+calls is reached. Each copy differs only in identity-neutral values: every entry gets a new ``uuid``, a
+``timestamp`` spread over 30 days, and one of three model names; a program run's calls move with it, and each tool
+execution gets a latency drawn from a log-normal distribution (median 0.14 s); so each copy is a distinct trace
 (trace IRIs are content hashes). The copies are written once as a JSONL file of DSPy JSON (``trace_to_json``),
 cached in ``--workdir``, and every measurement starts from that file: "from DSPy JSON to committed quads".
 
@@ -44,12 +46,13 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyoxigraph as ox
 
 import dspy_rdf
+from dspy_rdf import model as m
 import dspy_rdf.store.base as store_base
 import dspy_rdf.store.embedded as store_embedded
 from dspy_rdf.demo import bundled_traces_path
@@ -63,10 +66,48 @@ QUERIES = Path(dspy_rdf.__file__).parent / "queries"
 FIXTURES = ("history_dicts_dspy3.3.1.json", "react_history.json")
 MODELS = ("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku", "scripted/typed-lm")
 START = datetime(2026, 10, 23, 8, 0, 0)
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 
 # --- workload ----------------------------------------------------------------------------------------------
+
+
+def program_runs() -> list:
+    """Program runs recorded by the capture callback: ``dspy.ReAct`` runs (DSPy's ``DummyLM``) that search, look up
+    (a failing tool) and calculate before they finish."""
+    import dspy
+    from dspy.utils import DummyLM
+
+    from dspy_rdf.capture import MemorySink, TraceRecorder
+
+    def search(query: str) -> str:
+        """Search the web."""
+        return f"results for {query}"
+
+    def lookup(key: str) -> str:
+        """Look a key up in the company wiki."""
+        raise KeyError(key)
+
+    def calculate(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        return str(sum(int(term) for term in expression.split("+")))
+
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+    for n in range(3):
+        steps = [
+            {"next_thought": "Search first.", "next_tool_name": "search", "next_tool_args": {"query": f"topic {n}"}},
+            {"next_thought": "Look it up.", "next_tool_name": "lookup", "next_tool_args": {"key": f"k{n}"}},
+            {"next_thought": "Add.", "next_tool_name": "calculate", "next_tool_args": {"expression": f"{n}+2"}},
+            {"next_thought": "Done.", "next_tool_name": "finish", "next_tool_args": {}},
+            {"reasoning": "Found it.", "answer": str(n + 2)},
+        ]
+        with dspy.context(lm=DummyLM(steps), callbacks=[recorder]):
+            dspy.ReAct("question -> answer", tools=[search, lookup, calculate])(question=f"question {n}?")
+    recorder.close()
+    if recorder.errors or len(sink.traces) != 3:
+        raise SystemExit(f"recording the program runs failed: {recorder.errors}")
+    return sink.traces
 
 
 def templates() -> list:
@@ -74,11 +115,45 @@ def templates() -> list:
     for name in FIXTURES:
         with (ROOT / "tests" / "data" / name).open() as handle:
             out.append(trace_from_json(json.load(handle)))
-    return out
+    return out + program_runs()
+
+
+def lm_call_count(trace) -> int:
+    """The LM calls a trace holds: its history entries, or the LM calls of a program run."""
+    return len(trace.entries) + sum(isinstance(call, m.LMCall) for call in trace.calls)
+
+
+def vary_run(trace, rng: random.Random):
+    """A copy of the program run ``trace`` moved to a random start within 30 days, whose LM calls have new uuids and
+    one of three models, and whose tool executions take log-normally distributed times."""
+    when = START.replace(tzinfo=timezone.utc) + timedelta(seconds=rng.uniform(0, 30 * 86400))
+    origin = datetime.fromisoformat(trace.started_at)
+
+    def moved(stamp):
+        return None if stamp is None else (when + (datetime.fromisoformat(stamp) - origin)).isoformat()
+
+    model = rng.choice(MODELS)
+    calls = []
+    for call in trace.calls:
+        changes = {"started_at": moved(call.started_at), "ended_at": moved(call.ended_at)}
+        if isinstance(call, m.ToolExecution) and call.ended_at is not None:
+            began = datetime.fromisoformat(changes["started_at"])
+            changes["ended_at"] = (began + timedelta(seconds=round(rng.lognormvariate(-2.0, 1.2), 6))).isoformat()
+        if isinstance(call, m.LMCall) and call.entry is not None:
+            request = dataclasses.replace(call.entry.request, model=model)
+            changes["model"] = model
+            changes["entry"] = dataclasses.replace(
+                call.entry, request=request, uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                timestamp=changes["started_at"][:26],
+            )
+        calls.append(dataclasses.replace(call, **changes))
+    return dataclasses.replace(trace, calls=calls, started_at=moved(trace.started_at), ended_at=moved(trace.ended_at), source_index=None)
 
 
 def vary(trace, rng: random.Random):
     """A copy of ``trace`` whose entries have new uuids, timestamps (within 30 days) and one of three models."""
+    if trace.calls:
+        return vary_run(trace, rng)
     when = START + timedelta(seconds=rng.uniform(0, 30 * 86400))
     model = rng.choice(MODELS)
     entries = []
@@ -107,7 +182,7 @@ def workload(lm_calls: int, workdir: Path) -> tuple[Path, int, int]:
             handle.write(json.dumps(trace_to_json(trace), ensure_ascii=False, separators=(",", ":")))
             handle.write("\n")
             traces += 1
-            calls += len(trace.entries)
+            calls += lm_call_count(trace)
     meta.write_text(json.dumps({"traces": traces, "lm_calls": calls}))
     return path, traces, calls
 

@@ -176,3 +176,29 @@ def test_derived_facts_are_ignored_when_reading_back(name):
     trace = trace_from_json(load(name))
     [(_, back)] = parse_traces(serialize_traces([trace], RdfFormat.TURTLE), RdfFormat.TURTLE)
     assert back == trace
+
+
+@pytest.mark.parametrize(
+    ("started_at", "ended_at", "seconds"),
+    [
+        ("2031-01-01T10:00:00+00:00", "2031-01-01T10:00:01.25+00:00", "1.25"),
+        ("2030-12-31T23:59:59.5+00:00", "2031-01-01T00:00:00.75+00:00", "1.25"),  # across midnight, month and year
+        ("2031-03-01T10:00:00+02:00", "2031-03-01T08:00:00.000001+00:00", "0.000001"),  # different offsets, one instant
+        ("2031-01-01T10:00:00", "2031-01-01T10:00:00.5", "0.5"),  # both without offset
+        ("2031-01-01T10:00:05+00:00", "2031-01-01T10:00:00+00:00", "-5"),  # an end before the start is kept as it is
+        ("2031-01-01T10:00:00+00:00", "2031-01-01T10:00:01", None),  # one offset only: not comparable
+        ("2031-01-01T10:00:00+00:00", "not a time", None),
+        ("2031-01-01T10:00:00+00:00", None, None),
+    ],
+)
+def test_a_call_duration_is_the_exact_seconds_between_its_times(started_at, ended_at, seconds):
+    trace = m.Trace(
+        source_kind="program_run",
+        source_format="dspy_callback",
+        calls=[m.ToolExecution(tool_call=m.ToolCall(name="t"), started_at=started_at, ended_at=ended_at)],
+    )
+    store = store_of(trace)
+    assert value(store, "duration") == seconds
+    if seconds is not None:
+        (quad,) = store.quads_for_pattern(None, ox.NamedNode(v.slot_iri("duration")), None)
+        assert quad.object.datatype == ox.NamedNode(v.XSD_DECIMAL)

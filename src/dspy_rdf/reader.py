@@ -520,7 +520,7 @@ _TRACE_SLOTS = frozenset(
     | {"messages", "parts", "calls", "started_at", "ended_at", "redactions", "losses"}
     | _DERIVED_TRACE_SLOTS
 )
-_CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "error", "position"}
+_CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "duration", "error", "position"}  # duration: derived, ignored
 _SUBTREE_TOTALS = {"subtree_lm_calls", "subtree_input_tokens", "subtree_output_tokens", "subtree_cost"}  # derived: ignored
 _CALL_SLOTS = {
     "ModuleCall": frozenset({*_CALL_COMMON, "module_class", "input_summary", "output_summary", "tool_calls", "returned_tool_calls"}),

@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +92,19 @@ def _decimal(value: float | int | Decimal) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".") or "0"
     return f'"{text}"' + _DECIMAL_DT
+
+
+def seconds_between(start: str, end: str) -> Decimal | None:
+    """The seconds from one ISO 8601 date-time to another, exact to the microsecond; None when either is not a
+    date-time or only one of them has a UTC offset (they cannot be compared)."""
+    try:
+        begin, finish = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    except (TypeError, ValueError):
+        return None
+    if (begin.tzinfo is None) != (finish.tzinfo is None):
+        return None
+    delta = finish - begin
+    return Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds).scaleb(-6)
 
 
 def _double(value: float) -> str:
@@ -339,6 +353,9 @@ class _Writer:
         add(f"{s} {P.started_at} {_s(call.started_at)}{_DATETIME_DT}{t}")
         if call.ended_at is not None:
             add(f"{s} {P.ended_at} {_s(call.ended_at)}{_DATETIME_DT}{t}")
+            duration = seconds_between(call.started_at, call.ended_at)
+            if duration is not None:
+                add(f"{s} {P.duration} {_decimal(duration)}{t}")
         if call.dspy_call_id is not None:
             add(f"{s} {P.dspy_call_id} {_s(call.dspy_call_id)}{t}")
         if call.parent_call is not None:
