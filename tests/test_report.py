@@ -91,7 +91,7 @@ def store(store_path: Path):
 
 
 def test_every_section_with_a_chart_is_checked():
-    assert len(CHARTED) == 8 and len(REPORT_SECTIONS) == 9
+    assert len(CHARTED) == 9 and len(REPORT_SECTIONS) == 10
 
 
 @pytest.mark.parametrize("section", CHARTED, ids=lambda s: s.query)
@@ -148,6 +148,18 @@ def test_slowest_tool_executions_are_labelled_by_tool_start_and_trace_and_failur
     assert list(chart.highlighted) == [r["failed"] for r in rows] and chart.highlight_name == "failed"
     assert sum(chart.highlighted) == 2 and {row["tool"] for row in rows if row["failed"]} == {"modulo"}
     assert chart.panels[0].axis_label == "duration (s)"
+
+
+def test_tool_latency_shows_median_and_95th_percentile_per_tool_labelled_with_failures(store):
+    section = next(s for s in CHARTED if s.query == "tool_latency_per_tool")
+    rows = run_query(store, "tool_latency_per_tool").records()
+    chart = chart_for(section, run_query(store, "tool_latency_per_tool"))
+    median, tail = chart.panels
+    assert (median.axis_label, tail.axis_label) == ("median latency (s)", "95th percentile latency (s)")
+    assert list(chart.labels) == [f"{r['tool']} ({r['failed']} of {r['executions']} failed)" for r in rows]
+    assert "modulo (2 of 2 failed)" in chart.labels and "multiply (0 of 2 failed)" in chart.labels
+    assert list(median.series[0].values) == [r["p50_seconds"] for r in rows]
+    assert list(tail.series[0].values) == [r["p95_seconds"] for r in rows]
 
 
 # --- numbers ----------------------------------------------------------------------------------------------

@@ -246,6 +246,12 @@ REPORT_SECTIONS: tuple[ReportSection, ...] = (
         (("duration", "s", ("seconds",)),), "failed",
     ),
     ReportSection(
+        "tool_latency_per_tool", "Tool latency per tool", "Left: the median latency (p50) of each tool's executions in "
+        "recorded program runs; right: the 95th percentile; in seconds, nearest-rank. The label says how many runs failed.",
+        lambda r: f"{r['tool']} ({r['failed']} of {r['executions']} failed)", "tool (failed of runs)",
+        (("median latency", "s", ("p50_seconds",)), ("95th percentile latency", "s", ("p95_seconds",))),
+    ),
+    ReportSection(
         "finish_reasons", "Finish reasons", "Bars: model outputs per finish reason.",
         lambda r: r["finish_reason"] or "(none recorded)", "finish reason", (("model outputs", "count", ("outputs",)),),
     ),
