@@ -30,6 +30,8 @@ from lms import EchoLM
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore
+from dspy_rdf.store.remote import RemoteStore
+from conftest import clear_traces
 from dspy_rdf.tracejson import trace_from_json
 from dspy_rdf.writer import trace_lines
 
@@ -200,12 +202,29 @@ def traces() -> list[m.Trace]:
     return list(unique.values())
 
 
-@pytest.fixture(scope="module")
-def store(traces, tmp_path_factory):
-    with EmbeddedStore(tmp_path_factory.mktemp("store") / "db") as s:
-        report = s.put(traces)
-        assert report.failed == [] and len(report.written) == len(traces)
-        yield s
+STORES = ("embedded", "oxigraph", "virtuoso")
+
+
+@pytest.fixture(scope="module", params=STORES)
+def store(request, traces, tmp_path_factory):
+    """The test traces in each kind of store: the embedded store on disk, a real ``oxigraph serve`` and a real
+    Virtuoso 7, each written by ``put``; every query must give each of them the same answer."""
+    with pytest.MonkeyPatch.context() as env:
+        if request.param == "embedded":
+            opened = EmbeddedStore(tmp_path_factory.mktemp("store") / "db")
+        elif request.param == "oxigraph":
+            opened = RemoteStore(request.getfixturevalue("oxigraph_server"), max_attempts=2)
+            opened.update("CLEAR ALL")
+        else:
+            server = request.getfixturevalue("virtuoso_server")
+            for name, value in server.env.items():
+                env.setenv(name, value)
+            opened = RemoteStore(server.url, max_attempts=2)
+            clear_traces(opened)
+        with opened as s:
+            report = s.put(traces)
+            assert report.failed == [] and len(report.written) == len(traces)
+            yield s
 
 
 # --- Python ground truth ---------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS, SH, XSD
 
 from dspy_rdf import vocab as v
+from dspy_rdf.store.base import term_from_json
 from dspy_rdf.validation.reference import validate_graph_pyshacl
 from dspy_rdf.validation.report import Severity, Violation, rule_name
 from dspy_rdf.validation.shapes import STORE_SELECT as STORE_SELECT_IRI
@@ -542,21 +543,6 @@ def _term_text(term: ox.NamedNode | ox.BlankNode | ox.Literal | None) -> str | N
     return term.value
 
 
-def _json_term(b: dict | None) -> ox.NamedNode | ox.BlankNode | ox.Literal | None:
-    if b is None:
-        return None
-    kind = b["type"]
-    if kind == "uri":
-        return ox.NamedNode(b["value"])
-    if kind == "bnode":
-        return ox.BlankNode(b["value"])
-    if "xml:lang" in b:
-        return ox.Literal(b["value"], language=b["xml:lang"])
-    if "datatype" in b:
-        return ox.Literal(b["value"], datatype=ox.NamedNode(b["datatype"]))
-    return ox.Literal(b["value"])
-
-
 def _truthy(term: ox.Literal | None) -> bool:
     return term is not None and term.value in ("true", "1")
 
@@ -581,7 +567,7 @@ class Runner:
                 yield {name: solution[name] for name in names}
         else:
             for b in self.remote.select(query)["results"]["bindings"]:
-                yield {name: _json_term(term) for name, term in b.items()}
+                yield {name: term_from_json(term) for name, term in b.items()}
 
     def types_of(self, graph: str, node: ox.NamedNode | ox.BlankNode) -> set[str]:
         if self.oxigraph is not None:
