@@ -1,34 +1,43 @@
-"""Overhead of live capture: a DummyLM dspy.ReAct program with and without the TraceRecorder callback.
+"""Overhead of live capture: a dspy.ReAct program with and without the TraceRecorder callback, with every sink.
 
-    python bench/bench_capture.py [--runs 40] [--rounds 15]
+    python bench/bench_capture.py [--runs 40] [--rounds 15] [--slow-runs 8] [--slow-rounds 5] [--lm-seconds 0.05]
 
-Workload: a real dspy.ReAct run with two tools (one raises), driven offline by dspy.utils.DummyLM: 4 LM calls,
-3 tool executions, 6 module calls per run (13 calls; DSPy also dispatches 8 adapter format/parse events). Each round times --runs program runs in each configuration, the
-configurations interleaved so that machine noise hits them alike; the figures are medians over the rounds.
+Workload: a real dspy.ReAct run with two tools (one raises): 4 LM calls, 3 tool executions, 6 module calls per run
+(13 recorded calls; DSPy also dispatches 8 adapter format/parse events). Each round times --runs program runs in each
+configuration, the configurations interleaved so that machine noise hits them alike; the figures are medians over
+the rounds. A sink's time includes writing every run: each timed batch ends with ``recorder.flush()``.
 
 - baseline: the program with no callback;
 - no-op BaseCallback: a callback with no handlers, i.e. the cost of DSPy's own dispatch, which any callback pays
   (per decorated call: ``inspect.getcallargs``, ``uuid4``, handler lookup by isinstance checks);
-- MemorySink: TraceRecorder keeping each finished run in memory (recording, conversion, pairing);
-- FileSink .nq: the same, plus writing each run as N-Quads to a file (the full export path).
+- TraceRecorder with MemorySink, FileSink .nq, FileSink .jsonl, StoreSink (embedded store): the sinks as users make
+  them (file and store sinks write in a process of their own), and the file and store sinks with
+  ``background=False`` (written in the program's thread) for comparison.
 
-The target is an overhead under 5% of the baseline's run time.
+Two LMs drive it: ``dspy.utils.DummyLM`` (no latency: the recorder's cost stands out), reported as microseconds per
+recorded call above the no-op callback (target: at most 50 for every sink); and the real ``dspy.LM`` answering from
+LiteLLM's ``mock_response`` after ``--lm-seconds`` per call (a realistic 50 ms), reported as the overhead against the
+program without a callback (target: under 1%).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import dspy
-from dspy.utils import DummyLM
-from dspy.utils.callback import BaseCallback
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from dspy_rdf.capture import FileSink, MemorySink, TraceRecorder
+import dspy  # noqa: E402
+from dspy.utils import DummyLM  # noqa: E402
+from dspy.utils.callback import BaseCallback  # noqa: E402
+
+from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder  # noqa: E402
+
+CALLS_PER_RUN = 13
 
 
 class NoopCallback(BaseCallback):
@@ -53,59 +62,91 @@ ANSWERS = [
 ]
 
 
-def time_runs(program: dspy.Module, runs: int, callbacks: list) -> float:
-    """Seconds per program run, over ``runs`` runs, each with a fresh DummyLM."""
-    lms = [DummyLM(list(ANSWERS)) for _ in range(runs)]
+class SlowMockLM(dspy.LM):
+    """The real dspy.LM (LiteLLM's completion path), answering ANSWERS in turn from ``mock_response`` after a delay."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__("openai/gpt-4o-mini", cache=False)
+        self.seconds = seconds
+        self.turn = 0
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        answer = ANSWERS[self.turn % len(ANSWERS)]
+        self.turn += 1
+        kwargs["mock_response"] = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in answer.items()) + "[[ ## completed ## ]]"
+        time.sleep(self.seconds)
+        return super().forward(prompt=prompt, messages=messages, **kwargs)
+
+
+def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> float:
+    """Seconds per program run, over ``runs`` runs, each with a fresh LM, the sinks' writing included."""
+    lms = [make_lm() for _ in range(runs)]
     start = time.perf_counter()
     for lm in lms:
         with dspy.context(lm=lm, callbacks=callbacks):
             program(question="What is 2 + 3, divided by 0?")
+    for callback in callbacks:
+        if isinstance(callback, TraceRecorder):
+            callback.flush()
     return (time.perf_counter() - start) / runs
+
+
+def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> dict[str, float]:
+    for callbacks in configs.values():  # warm up imports and caches
+        time_runs(program, 2, callbacks, make_lm)
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(rounds):
+        for name, callbacks in configs.items():
+            times[name].append(time_runs(program, runs, callbacks, make_lm))
+            for callback in callbacks:
+                if isinstance(callback, TraceRecorder) and isinstance(callback.sink, MemorySink):
+                    callback.sink.traces.clear()
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=40, help="program runs per configuration per round")
+    parser.add_argument("--runs", type=int, default=40, help="DummyLM program runs per configuration per round")
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument(
-        "--freeze-gc",
-        action="store_true",
-        help="gc.freeze() after warm-up, to show how much of the overhead is garbage collection of the extra allocations",
-    )
+    parser.add_argument("--slow-runs", type=int, default=8, help="runs per configuration per round with the 50 ms LM")
+    parser.add_argument("--slow-rounds", type=int, default=5)
+    parser.add_argument("--lm-seconds", type=float, default=0.05, help="latency of each call of the slow LM")
     args = parser.parse_args()
 
     program = dspy.ReAct("question -> answer", tools=[add, divide])
     with tempfile.TemporaryDirectory() as tmp:
-        memory = TraceRecorder(MemorySink())
-        to_file = TraceRecorder(FileSink(Path(tmp) / "runs.nq"))
-        configs = {
-            "baseline (no callback)": [],
-            "no-op BaseCallback": [NoopCallback()],
-            "TraceRecorder + MemorySink": [memory],
-            "TraceRecorder + FileSink .nq": [to_file],
+        recorders = {
+            "MemorySink": TraceRecorder(MemorySink()),
+            "FileSink .nq": TraceRecorder(FileSink(Path(tmp) / "runs.nq")),
+            "FileSink .jsonl": TraceRecorder(FileSink(Path(tmp) / "runs.jsonl")),
+            "StoreSink": TraceRecorder(StoreSink(Path(tmp) / "store")),
+            "FileSink .nq, background=False": TraceRecorder(FileSink(Path(tmp) / "sync.nq", background=False)),
+            "StoreSink, background=False": TraceRecorder(StoreSink(Path(tmp) / "sync-store", background=False)),
         }
-        for callbacks in configs.values():  # warm up imports and caches
-            time_runs(program, 3, callbacks)
+        configs = {"baseline (no callback)": [], "no-op BaseCallback": [NoopCallback()]}
+        configs.update({f"TraceRecorder + {name}": [recorder] for name, recorder in recorders.items()})
         # DSPy logs and swallows callback errors, so check that every run was really recorded.
-        assert len(memory.sink.traces) == 3 and len(memory.sink.traces[0].calls) == 13, memory.sink.traces
-        if args.freeze_gc:
-            gc.collect()
-            gc.freeze()
-        times: dict[str, list[float]] = {name: [] for name in configs}
-        for _ in range(args.rounds):
-            for name, callbacks in configs.items():
-                times[name].append(time_runs(program, args.runs, callbacks))
-                memory.sink.traces.clear()
-        assert not memory.errors and not to_file.errors, memory.errors + to_file.errors
+        time_runs(program, 1, [recorders["MemorySink"]], lambda: DummyLM(list(ANSWERS)))
+        assert len(recorders["MemorySink"].sink.traces[0].calls) == CALLS_PER_RUN, recorders["MemorySink"].sink.traces
+        fast = measure(program, configs, args.runs, args.rounds, lambda: DummyLM(list(ANSWERS)))
+        slow_configs = {name: configs[name] for name in configs if "background=False" not in name}
+        slow = measure(program, slow_configs, args.slow_runs, args.slow_rounds, lambda: SlowMockLM(args.lm_seconds))
+        errors = [e for r in recorders.values() for e in r.errors]
+        assert not errors, errors
+        for recorder in recorders.values():
+            recorder.close()
 
-    base = statistics.median(times["baseline (no callback)"])
-    frozen = "; gc frozen after warm-up" if args.freeze_gc else ""
-    print(f"dspy {dspy.__version__}; {args.rounds} rounds x {args.runs} runs; medians per program run{frozen}")
-    floor = statistics.median(times["no-op BaseCallback"])
-    print(f"{'configuration':32} {'ms/run':>8} {'vs baseline':>12} {'vs no-op':>9}")
-    for name, values in times.items():
-        med = statistics.median(values)
-        print(f"{name:32} {med * 1000:8.3f} {(med / base - 1) * 100:11.1f}% {(med / floor - 1) * 100:8.1f}%")
+    print(f"dspy {dspy.__version__}; DummyLM: {args.rounds} rounds x {args.runs} runs; dspy.LM with {args.lm_seconds * 1000:.0f} ms "
+          f"per call: {args.slow_rounds} rounds x {args.slow_runs} runs; medians per program run ({CALLS_PER_RUN} recorded calls)\n")
+    base, floor = fast["baseline (no callback)"], fast["no-op BaseCallback"]
+    slow_base = slow["baseline (no callback)"]
+    print("| configuration | DummyLM ms/run | vs baseline | µs per recorded call above the no-op callback | "
+          f"dspy.LM {args.lm_seconds * 1000:.0f} ms/call: ms/run | overhead vs no callback |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, med in fast.items():
+        per_call = f"{(med - floor) / CALLS_PER_RUN * 1e6:.0f}" if name.startswith("TraceRecorder") else "—"
+        slow_cells = f"{slow[name] * 1000:.1f} | {(slow[name] / slow_base - 1) * 100:+.2f}%" if name in slow else "— | —"
+        print(f"| {name} | {med * 1000:.2f} | {(med / base - 1) * 100:+.1f}% | {per_call} | {slow_cells} |")
 
 
 if __name__ == "__main__":

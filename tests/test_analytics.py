@@ -27,6 +27,7 @@ from dspy_rdf.analytics import (
 )
 from dspy_rdf.capture import MemorySink, TraceRecorder
 from lms import EchoLM
+from traced_programs import CallTools, add, divide
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore
@@ -71,34 +72,6 @@ EXPECTED_COLUMNS = {
 
 
 # --- the data: real traces, recorded program runs, hostile names ----------------------------------------
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def divide(a: int, b: int) -> float:
-    """Divide a by b."""
-    return a / b
-
-
-class CallTools(dspy.Module):
-    """Predict tool calls with a dspy.ToolCalls output, then execute them (one raises)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tools = {t.name: t for t in (dspy.Tool(add), dspy.Tool(divide))}
-        self.predict = dspy.Predict("question: str, tools: list[dspy.Tool] -> tool_calls: dspy.ToolCalls")
-
-    def forward(self, question: str):
-        results = []
-        for call in self.predict(question=question, tools=list(self.tools.values())).tool_calls.tool_calls:
-            try:
-                results.append(self.tools[call.name](**call.args))
-            except ZeroDivisionError as err:
-                results.append(str(err))
-        return dspy.Prediction(results=results)
 
 
 def recorded_runs() -> list[m.Trace]:

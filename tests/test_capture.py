@@ -226,17 +226,19 @@ def test_a_module_that_raises_is_recorded_with_its_error():
     assert_round_trips_and_conforms(trace)
 
 
+@pytest.mark.parametrize("background", [True, False], ids=["in its own process", "in the program's thread"])
 @pytest.mark.parametrize("suffix", [".nq", ".jsonl"])
-def test_a_file_sink_appends_runs_that_read_back_equal(tmp_path, suffix):
+def test_a_file_sink_appends_runs_that_read_back_equal(tmp_path, suffix, background):
     from dspy_rdf import read_traces
 
     path = tmp_path / f"runs{suffix}"
-    recorder = TraceRecorder(FileSink(path))
+    recorder = TraceRecorder(FileSink(path, background=background))
     memory = MemorySink()
     recorder.on_run = memory.write
     for question in ("a?", "b?"):
         with dspy.context(lm=react_lm(), callbacks=[recorder]):
             dspy.ReAct("question -> answer", tools=[add, divide])(question=question)
+    assert recorder.flush()
     if suffix == ".nq":
         back = [t for _, t in parse_traces(path, RdfFormat.N_QUADS)]
         assert sorted(back, key=lambda t: t.started_at) == memory.traces
@@ -252,29 +254,33 @@ def test_a_file_sink_appends_runs_that_read_back_equal(tmp_path, suffix):
 def test_a_store_sink_puts_each_run_as_a_whole_conforming_graph(kind, tmp_path, request):
     from dspy_rdf.analytics import run_query
     from dspy_rdf.identity import trace_iri
-    from dspy_rdf.store import EmbeddedStore
+    from dspy_rdf.store import EmbeddedStore, StoreLockedError
     from dspy_rdf.validation import validate_store
 
     if kind == "remote":
         store = request.getfixturevalue("remote_store")
         sink = StoreSink(store)
     else:
-        sink = StoreSink(tmp_path / "store")
-        store = sink.store
+        sink = StoreSink(tmp_path / "store")  # opened and written by the sink's own process
     recorder = TraceRecorder(sink)
     memory = MemorySink()
     recorder.on_run = memory.write
     for question in ("a?", "b?"):
         with dspy.context(lm=react_lm(), callbacks=[recorder]):
             dspy.ReAct("question -> answer", tools=[add, divide])(question=question)
+    if kind == "embedded":
+        with pytest.raises(StoreLockedError):  # the writer process holds it until the sink is closed
+            EmbeddedStore(tmp_path / "store", read_only=True)
+        sink.close()
+        store = EmbeddedStore(tmp_path / "store", read_only=True)
     assert recorder.errors == []
     assert sorted(store.trace_iris()) == sorted(trace_iri(t) for t in memory.traces)
     assert validate_store(store).conforms
     rows = {row["tool"]: row for row in run_query(store, "tool_error_rate").records()}
     assert (rows["add"]["results"], rows["add"]["errors"], rows["divide"]["results"], rows["divide"]["errors"]) == (2, 0, 2, 2)
     sink.close()
-    if kind == "embedded":  # closed: another process (here: a new handle) may open the directory
-        EmbeddedStore(tmp_path / "store", read_only=True).close()
+    if kind == "embedded":
+        store.close()
 
 
 def test_a_file_sink_refuses_formats_that_cannot_be_appended(tmp_path):

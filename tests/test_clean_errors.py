@@ -3,6 +3,7 @@ lost or half-written: each case run as the command runs, in a process of its own
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,3 +64,204 @@ def test_a_file_given_as_a_store_is_refused(tmp_path):
 def test_the_bundled_traces_export_into_an_empty_directory(tmp_path):
     (tmp_path / "store").mkdir()
     assert dspy_rdf("export", str(bundled_traces_path()), "--store", "store", cwd=tmp_path).returncode == 0
+
+
+# --- files -----------------------------------------------------------------------------------------------------
+
+
+def limited_file_size(max_bytes: int):
+    """A preexec_fn: the child may not write files larger than ``max_bytes`` (the kernel refuses with EFBIG, as a full
+    disk refuses with ENOSPC: the same failed write)."""
+    import resource
+    import signal
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+    return apply
+
+
+def test_a_full_disk_while_writing_an_output_file_is_one_line_and_leaves_the_old_file(tmp_path):
+    out = tmp_path / "traces.nq"
+    out.write_text("previous\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "dspy_rdf.cli", "export", str(bundled_traces_path()), "-o", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, preexec_fn=limited_file_size(20_000), check=False,
+    )  # fmt: skip
+    assert "File too large" in one_line_error(result)
+    assert out.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["traces.nq"]  # no temporary file left
+
+
+def test_a_full_disk_while_storing_says_how_many_traces_were_written_and_a_rerun_completes(tmp_path):
+    many = tmp_path / "many.jsonl"
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    many.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(300) for line in lines) + "\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "dspy_rdf.cli", "export", str(many), "--store", "store"],
+        cwd=tmp_path, capture_output=True, text=True, preexec_fn=limited_file_size(1_500_000), check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    first, second = result.stderr.strip().splitlines()
+    assert first.startswith("error: ") and "were written to store before the failure" in second
+    rerun = dspy_rdf("export", str(many), "--store", "store", cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    from dspy_rdf.inputs import read_traces
+    from dspy_rdf.writer import trace_lines
+
+    distinct = len({trace_lines(item.trace)[0] for item in read_traces(many)})
+    assert json.loads(dspy_rdf("stats", "--json", "--store", "store", cwd=tmp_path).stdout)["traces"] == distinct
+
+
+def test_a_failed_final_flush_still_prints_what_was_stored_then_one_error_line(tmp_path, monkeypatch, capsys):
+    from dspy_rdf.cli import main
+    from dspy_rdf.store import EmbeddedStore, StoreError
+
+    def full_disk(self) -> None:  # what close() raises when RocksDB cannot write its files
+        raise StoreError(f"flushing the store at {self.path} failed: IO error: No space left on device")
+
+    monkeypatch.setattr(EmbeddedStore, "close", full_disk)
+    assert main(["export", str(bundled_traces_path()), "--store", str(tmp_path / "store")]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("stored 9 trace(s)")
+    assert err.count("\n") == 1 and "No space left on device" in err and "were committed" in err
+
+
+@pytest.mark.parametrize(
+    "command", [["export", str(TRACE), "-o", "out.nq"], ["to-json", "x.nq", "-o", "out.json"], ["dump", "--store", "store", "-o", "out.nq"]]
+)
+def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path, command):
+    (tmp_path / "x.nq").write_text("")
+    (tmp_path / command[-1]).mkdir()
+    dspy_rdf("export", str(TRACE), "--store", "store", cwd=tmp_path)
+    assert f"{command[-1]} is a directory; give the name of a file to write" in one_line_error(dspy_rdf(*command, cwd=tmp_path))
+
+
+def test_output_files_follow_the_umask_and_keep_the_mode_of_the_file_they_replace(tmp_path):
+    result = subprocess.run(
+        ["sh", "-c", f"umask 022 && {sys.executable} -m dspy_rdf.cli export {TRACE} -o new.nq"], cwd=tmp_path, capture_output=True, check=False
+    )
+    assert result.returncode == 0
+    assert (tmp_path / "new.nq").stat().st_mode & 0o777 == 0o644
+    (tmp_path / "shared.nq").write_text("")
+    (tmp_path / "shared.nq").chmod(0o664)
+    assert dspy_rdf("export", str(TRACE), "-o", "shared.nq", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "shared.nq").stat().st_mode & 0o777 == 0o664
+
+
+def test_an_output_that_is_a_symlink_is_written_through_to_its_target(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "real.nq").write_text("old\n")
+    (tmp_path / "link.nq").symlink_to(tmp_path / "data" / "real.nq")
+    assert dspy_rdf("export", str(TRACE), "-o", "link.nq", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "link.nq").is_symlink()
+    assert "urn:dspy-rdf:trace:" in (tmp_path / "data" / "real.nq").read_text()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["real.nq"]
+
+
+# --- queries ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("demo")
+    assert dspy_rdf("export", str(bundled_traces_path()), "--store", "store", cwd=where).returncode == 0
+    return where / "store"
+
+
+def test_a_service_call_that_fails_under_allow_federation_is_one_line(tmp_path, demo_store):
+    query = "SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }"
+    line = one_line_error(dspy_rdf("query", "--store", str(demo_store), "--allow-federation", "--sparql", query, cwd=tmp_path))
+    assert line.startswith("error: the query failed on the store at")
+
+
+def test_federation_is_refused_naming_the_flag_that_allows_it(tmp_path, demo_store):
+    query = "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }"
+    assert "--allow-federation" in one_line_error(dspy_rdf("query", "--store", str(demo_store), "--sparql", query, cwd=tmp_path))
+
+
+def test_a_function_the_store_does_not_have_is_one_line(tmp_path, demo_store):
+    query = "SELECT (<http://example.org/fn>(1) AS ?x) WHERE {}"
+    assert "not supported" in one_line_error(dspy_rdf("query", "--store", str(demo_store), "--sparql", query, cwd=tmp_path))
+
+
+def test_a_broken_pipe_is_one_line_and_no_traceback(tmp_path, demo_store):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dspy_rdf.cli", "dump", "--store", str(demo_store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdout.readline()  # like `| head -1`: read a line, then go away
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 2
+    assert "Traceback" not in err and err.strip().splitlines() == ["error: the output was closed before everything was written (broken pipe)"]
+
+
+def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_partial_output(tmp_path):
+    import signal
+    import time
+
+    many = tmp_path / "many.jsonl"
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    many.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(2000) for line in lines) + "\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dspy_rdf.cli", "export", str(many), "-o", "out.nq"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(p.name.startswith(".out.nq.") for p in tmp_path.iterdir()):
+        time.sleep(0.02)  # until it writes its temporary file
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and b"Traceback" not in err and err.decode().strip() == "interrupted"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.jsonl"]
+
+
+# --- inputs, objects ---------------------------------------------------------------------------------------------
+
+
+def test_a_secret_quoted_in_an_error_message_is_redacted(tmp_path):
+    key = "sk-proj-" + "Z9y8X7w6V5u4T3s2R1q0" * 2
+    bad = tmp_path / "bad.jsonl"
+    entry = {"messages": [{"role": "user", "content": "hi"}], "outputs": ["ok"], "timestamp": f"not-a-date {key}", "model": "m"}
+    bad.write_text(json.dumps(entry) + "\n")
+    result = dspy_rdf("export", str(bad), "-o", "out.nq", cwd=tmp_path)
+    assert "skipped" in result.stderr and "bad.jsonl:1" in result.stderr
+    assert key not in result.stderr + result.stdout and "[REDACTED:openai_api_key]" in result.stderr
+
+
+def test_duplicate_keys_in_a_json_object_are_refused_naming_the_key_and_the_line(tmp_path):
+    data = tmp_path / "dup.jsonl"
+    line = (DATA / "part_text.json").read_text().replace("\n", " ")
+    data.write_text(line + "\n" + line.replace('{', '{"model": "a", "model": "b", ', 1) + "\n")
+    result = dspy_rdf("export", str(data), "-o", "out.nq", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "dup.jsonl:2: the key 'model' appears twice in one JSON object" in result.stderr
+    assert "wrote 1 trace(s)" in result.stdout
+
+
+def test_stores_and_store_sinks_close_twice_and_a_closed_store_says_so(tmp_path):
+    from dspy_rdf.capture import StoreSink
+    from dspy_rdf.store import EmbeddedStore, StoreError
+
+    store = EmbeddedStore(tmp_path / "s")
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.stats()
+    sink = StoreSink(tmp_path / "t")
+    sink.close()
+    sink.close()
+
+
+def test_read_traces_takes_a_path_given_as_text(tmp_path):
+    from dspy_rdf.inputs import read_traces
+
+    assert [item.trace is not None for item in read_traces(str(bundled_traces_path()))] == [True] * 9
+
+
+@pytest.mark.parametrize("command", [["export", str(TRACE)], ["stats"], ["dump"], ["validate"], ["report", "--out", "r"], ["query", "part_kinds"]])
+def test_store_takes_an_optional_value_on_every_command(tmp_path, command):
+    env = {"DSPY_RDF_STORE": str(tmp_path / "default")}
+    assert dspy_rdf("export", str(bundled_traces_path()), "--store", cwd=tmp_path, env=env).returncode == 0
+    result = dspy_rdf(*command, "--store", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""Hostile input (issue 6): every case round-trips exactly or fails with an error naming the file, line and field."""
+"""Hostile input: every case round-trips exactly or fails with an error naming the file, line and field."""
 
 from __future__ import annotations
 

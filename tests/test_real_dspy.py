@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lms import EchoLM, ScriptedLM, fields, tool_call
+from lms import EchoLM, ScriptedLM, fields
+from traced_programs import NATIVE, REACT, CallTools
 
 import dspy  # noqa: E402  (lms sets LiteLLM's offline price map first)
 
@@ -141,6 +142,7 @@ def test_every_sink_keeps_a_run_of_the_real_lm(tmp_path, sink_kind):
     }[sink_kind]()
     recorder = TraceRecorder(sink)
     predict_once(recorder, lm)
+    assert recorder.flush()
     assert recorder.errors == [] and recorder.unwritten == []
     if sink_kind == "memory":
         [trace] = sink.traces
@@ -217,36 +219,11 @@ def test_a_run_the_sink_cannot_write_is_kept(tmp_path):
 # --- DSPy's programs: what stats and the queries say equals what the program did --------------------------------
 
 
-REACT = [
-    fields(next_thought="Add first.", next_tool_name="add", next_tool_args='{"a": 2, "b": 3}'),
-    fields(next_thought="Now divide by zero.", next_tool_name="divide", next_tool_args='{"a": 5, "b": 0}'),
-    fields(next_thought="Done.", next_tool_name="finish", next_tool_args="{}"),
-    fields(reasoning="2 + 3 = 5", answer="5"),
-]
 REACT_V2 = [
     fields(next_thought="Add, then divide.", tool_calls=json.dumps({"tool_calls": [
         {"name": "add", "args": {"a": 2, "b": 3}}, {"name": "divide", "args": {"a": 5, "b": 0}}]})),
     fields(next_thought="Submit.", tool_calls=json.dumps({"tool_calls": [{"name": "submit", "args": {"answer": "5"}}]})),
 ]
-NATIVE = [[tool_call("call_add", "add", '{"a": 1, "b": 2}'), tool_call("call_div", "divide", '{"a": 1, "b": 0}')]]
-
-
-class CallTools(dspy.Module):
-    """A model asks for tools natively (parallel calls in one response); the module runs them (one raises)."""
-
-    def __init__(self, tools) -> None:
-        super().__init__()
-        self.tools = {t.name: t for t in map(dspy.Tool, tools)}
-        self.predict = dspy.Predict("question: str, tools: list[dspy.Tool] -> tool_calls: dspy.ToolCalls")
-
-    def forward(self, question: str):
-        results = []
-        for call in self.predict(question=question, tools=list(self.tools.values())).tool_calls.tool_calls:
-            try:
-                results.append(self.tools[call.name](**call.args))
-            except ZeroDivisionError as err:
-                results.append(str(err))
-        return dspy.Prediction(results=results)
 
 
 def test_predict_and_chain_of_thought(tmp_path):

@@ -214,6 +214,7 @@ def test_the_capture_file_sink_redacts(tmp_path, suffix):
     recorder = TraceRecorder(sink)
     with dspy.context(lm=keyed_lm(), callbacks=[recorder]):
         dspy.Predict("question -> answer")(question="Capital of France?")
+    sink.close()
     assert recorder.errors == []
     text = (tmp_path / f"runs{suffix}").read_text(encoding="utf-8")
     assert OPENAI_KEY not in text and "REDACTED" in text

@@ -332,7 +332,7 @@ def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None
         elif word in _UPDATE_WORDS:
             raise ValueError(f"only read-only queries (SELECT, ASK) are run: {value} is an update")
         elif word == "SERVICE" and not allow_federation:
-            raise ValueError("SERVICE (federated query to another endpoint) is refused; pass allow_federation=True to allow it")
+            raise ValueError("SERVICE (federated query to another endpoint) is refused; allow it with --allow-federation (allow_federation=True in Python)")
         elif word == "FROM" and not allow_federation:
             j = i + 1
             if j < len(tokens) and tokens[j][0] == "word" and tokens[j][1].upper() == "NAMED":
@@ -350,7 +350,7 @@ def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None
             if not iri.startswith(_ALLOWED_DATASET_SCHEMES):
                 raise ValueError(
                     f"FROM <{iri}> is refused: only http(s): and urn: graph IRIs are allowed (a server may read "
-                    "other IRIs, such as file:, from its own disk); pass allow_federation=True to allow it"
+                    "other IRIs, such as file:, from its own disk); allow it with --allow-federation (allow_federation=True in Python)"
                 )
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -53,6 +54,7 @@ from dspy_rdf.errors import DspyRdfError, TraceInputError
 from dspy_rdf.fields import kind_of
 from dspy_rdf.identity import DEFAULT_BASE, canonical_json, check_base, key_from_payload
 from dspy_rdf.live import json_data, loss
+from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
 from dspy_rdf.sources.history_dict import entry_from_history_dict
@@ -149,11 +151,86 @@ class MemorySink:
         self.traces.append(trace)
 
 
-class FileSink:
-    """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
-    one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call."""
+class _Background:
+    """What FileSink and StoreSink share: writing in a process of their own (:mod:`dspy_rdf.background`) unless told
+    not to, with ``on_failure`` (set by the recorder) receiving each run that could not be written."""
 
-    def __init__(self, path: str | Path, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR) -> None:
+    def _start(self, spec: tuple, background: bool) -> None:
+        self.on_failure: Callable[[m.Trace, str], None] | None = None
+        self._writer = None
+        if not background:
+            return
+        try:
+            pickle.dumps(self.redactor)
+        except Exception:  # noqa: BLE001 - a redactor with a callback of its own: written here, where it lives
+            return
+        from dspy_rdf.background import BackgroundWriter, BackgroundWriterError
+
+        try:
+            self._writer = BackgroundWriter(spec, fallback=lambda: self._synchronous(), on_failure=self._failed)
+        except BackgroundWriterError as exc:
+            raise _sink_error(exc) from None
+
+    def _synchronous(self) -> Any:
+        raise NotImplementedError
+
+    def _failed(self, trace: m.Trace, reason: str) -> None:
+        if self.on_failure is not None:
+            self.on_failure(trace, reason)
+        else:
+            logger.warning("dspy-rdf: a run could not be written (%s)", reason)
+
+    def write(self, trace: m.Trace) -> None:
+        """Hand one run over to the writer process (or write it now, without one)."""
+        if self._writer is not None:
+            self._writer.submit(trace)
+        else:
+            self._write_now(trace)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        raise NotImplementedError
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
+        return True if self._writer is None else self._writer.flush(timeout)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer process (a second close does nothing)."""
+        if self._writer is not None:
+            self._writer.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _sink_error(exc: Any) -> Exception:
+    """The error the writer process's sink raised, as the same class when it is one of ours or a built-in one."""
+    import builtins
+
+    from dspy_rdf import errors, store
+
+    for module in (store, errors, builtins):
+        kind = getattr(module, exc.kind, None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            return kind(exc.message)
+    return DspyRdfError(exc.message)
+
+
+class FileSink(_Background):
+    """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
+    one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call.
+
+    By default runs are redacted, encoded and written by a process of its own (see :mod:`dspy_rdf.background`), so
+    the program only hands them over: call :meth:`flush` (or :meth:`close`, or use ``with``) before reading the file
+    in the same program; at exit it is done anyway. ``background=False`` writes each run before ``write`` returns.
+    """
+
+    def __init__(
+        self, path: str | Path, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR, background: bool = True
+    ) -> None:
         self.path = Path(path)
         self.redactor = redactor
         suffix = self.path.suffix.lower()
@@ -162,8 +239,13 @@ class FileSink:
         self.base = check_base(base)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        options = {"path": str(self.path.resolve()), "base": self.base, "redactor": redactor, "background": False}
+        self._start(("dspy_rdf.capture:FileSink", options), background)
 
-    def write(self, trace: m.Trace) -> None:
+    def _synchronous(self) -> FileSink:
+        return FileSink(self.path, base=self.base, redactor=self.redactor, background=False)
+
+    def _write_now(self, trace: m.Trace) -> None:
         """Append one run, its secrets redacted (see :mod:`dspy_rdf.redact`)."""
         # The redactor walks a trace only when its canonical JSON (which the trace IRI needs anyway) may hold a
         # secret: walking every run cost more than writing it.
@@ -184,29 +266,46 @@ class FileSink:
             handle.write(text)
 
 
-class StoreSink:
+class StoreSink(_Background):
     """Puts each finished run into a trace store as its own named graph: the embedded store in a directory, or a
     SPARQL 1.1 server for an ``http(s)://`` URL (see :func:`dspy_rdf.store.open_store`), or a store already open.
 
     Each run is one atomic write (:meth:`~dspy_rdf.store.TraceStore.put`), so analytics and ``dspy-rdf validate
-    --store`` see whole runs only. The embedded store is locked while the sink holds it open: :meth:`close` it (or
-    use ``with``) before running ``dspy-rdf`` commands on the same directory. A run that cannot be written raises
-    :class:`~dspy_rdf.errors.DspyRdfError`, which the recorder logs and keeps in ``errors``.
+    --store`` see whole runs only. Given a directory or a URL, the store is opened and written by a process of its
+    own (see :mod:`dspy_rdf.background`; ``background=False`` opens it here and writes each run before ``write``
+    returns; a store given open is written here). The embedded store is locked while the sink holds it open:
+    :meth:`close` it (or use ``with``) before running ``dspy-rdf`` commands on the same directory. A run that cannot
+    be written goes back to the recorder, which keeps it in ``unwritten`` and reports it in ``errors``.
     """
 
     def __init__(
-        self, store: TraceStore | str | Path | None = None, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR
+        self,
+        store: TraceStore | str | Path | None = None,
+        *,
+        base: str = DEFAULT_BASE,
+        redactor: Redactor | None = DEFAULT_REDACTOR,
+        background: bool = True,
     ) -> None:
-        from dspy_rdf.store import TraceStore, open_store
+        from dspy_rdf.store import TraceStore, default_store_target, open_store
 
-        self._owned = not isinstance(store, TraceStore)
-        self.store: TraceStore = open_store(store) if self._owned else store
         self.base = check_base(base)
         self.redactor = redactor
         self._lock = threading.Lock()
+        given = isinstance(store, TraceStore)
+        target = None if given else str(store) if store else default_store_target()
+        self._target = target
+        self._owned = not given
+        self.store: TraceStore | None = store if given else None
+        options = {"store": target, "base": self.base, "redactor": redactor, "background": False}
+        self._start(("dspy_rdf.capture:StoreSink", options), background and not given)
+        if self._writer is None and not given:
+            self.store = open_store(target)
 
-    def write(self, trace: m.Trace) -> None:
-        """Store one run (its secrets redacted), replacing an earlier run with the same IRI."""
+    def _synchronous(self) -> StoreSink:
+        return StoreSink(self._target, base=self.base, redactor=self.redactor, background=False)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        """Store one run (its secrets redacted); a run already stored (the same IRI) is left as it is."""
         with self._lock:
             report = self.store.put([trace], base=self.base, redactor=self.redactor)
         if report.failed:
@@ -214,15 +313,10 @@ class StoreSink:
             raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
 
     def close(self) -> None:
-        """Close the store if this sink opened it."""
-        if self._owned:
+        """Write what is pending, then close the store if this sink opened it (a second close does nothing)."""
+        super().close()
+        if self._owned and self.store is not None:
             self.store.close()
-
-    def __enter__(self) -> StoreSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # --- the recorder ------------------------------------------------------------------------------------------
@@ -273,6 +367,8 @@ class TraceRecorder(BaseCallback):
         self.errors: list[str] = []
         self.unwritten: list[m.Trace] = []
         self._lock = threading.Lock()
+        if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
+            self.sink.on_failure = self._not_written
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -462,6 +558,23 @@ class TraceRecorder(BaseCallback):
         if self.on_run is not None:
             self.on_run(trace)
 
+    def _not_written(self, trace: m.Trace, reason: str) -> None:
+        with self._lock:
+            self.unwritten.append(trace)
+        self._report(f"a run of {len(trace.calls)} calls could not be written ({reason}); it is kept in recorder.unwritten")
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
+        then); False on timeout. Needed only before reading a sink's file or store in the same program."""
+        flush = getattr(self.sink, "flush", None)
+        return True if flush is None else flush(timeout)
+
+    def close(self) -> None:
+        """Write what is pending and close the sink (see :meth:`flush`)."""
+        close = getattr(self.sink, "close", None)
+        if close is not None:
+            close()
+
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"
         self.errors.append(message)
@@ -475,7 +588,7 @@ class TraceRecorder(BaseCallback):
             call.started_at = _iso(started)
             call.ended_at = None if ended is None else _iso(ended)
         _link_returned_tool_calls(run.calls, run.returned)
-        _pair_tool_executions(run.calls, run.starts, run.ends)
+        pair_tool_executions(run.calls, run.starts, run.ends)
         for index, result in run.evaluations.items():
             run.calls[index].example_results = _example_results(result, run, index, self.max_chars, losses)
         root = run.calls[0]
@@ -543,7 +656,7 @@ def program_fingerprint(program: Any) -> str | None:
 
 def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses: list[dict[str, str]]) -> list[m.ExampleResult]:
     """Each (example, prediction, score) of an ``EvaluationResult``, linked to the program call that produced it."""
-    by_output = {id(out): i for i, out in run.outputs.items() if _within(run.calls, i, index)}
+    by_output = {id(out): i for i, out in run.outputs.items() if within(run.calls, i, index)}
     out = []
     for position, item in enumerate(getattr(result, "results", None) or []):
         try:
@@ -593,7 +706,7 @@ def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Any]
     claimed: set[m.PartRef] = set()
     for index in sorted(returned):
         module = calls[index]
-        parts = [pair for i in range(index + 1, len(calls)) if _within(calls, i, index) for pair in _tool_call_parts(calls[i], i)]
+        parts = [pair for i in range(index + 1, len(calls)) if within(calls, i, index) for pair in tool_call_parts(calls[i], i)]
         refs: list[m.PartRef] = []
         own: list[m.LMToolCallPart] = []
         for tool_call in returned[index]:
@@ -615,61 +728,3 @@ def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Any]
                 own.append(m.LMToolCallPart(name=name, call_id=call_id, args=args if isinstance(args, dict) else {}))
         module.returned_tool_calls = sorted(refs, key=m.PartRef.order)
         module.tool_calls = own
-
-
-def _pair_tool_executions(calls: list[m.Call], starts: list[float], ends: list[float | None]) -> None:
-    """Link each tool execution to the tool-call part (or else the LM call) of its module call that asked for it."""
-    claimed: set[m.PartRef] = set()
-    for index, call in enumerate(calls):
-        if not isinstance(call, m.ToolExecution):
-            continue
-        scope = [i for i in range(index) if _within(calls, i, call.parent_call)]
-        wanted = call.tool_call
-        best = None
-        for i in reversed(scope):
-            for ref, part in _tool_call_parts(calls[i], i):
-                if ref in claimed or part.name != wanted.name:
-                    continue
-                if wanted.call_id is not None and part.call_id == wanted.call_id:
-                    best = (ref, "call_id")
-                elif part.args == wanted.args:
-                    best = best or (ref, "name_and_args")
-                if best is not None and best[1] == "call_id":
-                    break
-            if best is not None:
-                break
-        if best is not None:
-            claimed.add(best[0])
-            call.answers, call.pairing = best
-            continue
-        for i in reversed(scope):
-            lm = calls[i]
-            lm_ended = ends[i]
-            if isinstance(lm, m.LMCall) and lm_ended is not None and lm_ended <= starts[index]:
-                call.decided_by, call.pairing = i, "preceding_lm_call"
-                break
-
-
-def _within(calls: list[m.Call], index: int, ancestor: int | None) -> bool:
-    """Whether ``calls[index]`` is ``ancestor`` or below it (everything is below a missing ancestor)."""
-    if ancestor is None:
-        return True
-    current: int | None = index
-    while current is not None:
-        if current == ancestor:
-            return True
-        current = calls[current].parent_call
-    return False
-
-
-def _tool_call_parts(call: m.Call, index: int) -> list[tuple[m.PartRef, m.LMToolCallPart]]:
-    if isinstance(call, m.ModuleCall):
-        return [(m.PartRef(call=index, output=None, part=p), part) for p, part in enumerate(call.tool_calls)]
-    if isinstance(call, m.LMCall) and call.entry is not None:
-        return [
-            (m.PartRef(call=index, output=o, part=p), part)
-            for o, output in enumerate(call.entry.response.outputs)
-            for p, part in enumerate(output.parts)
-            if isinstance(part, m.LMToolCallPart)
-        ]
-    return []

@@ -6,6 +6,7 @@ Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -18,16 +19,35 @@ from typing import Any, BinaryIO
 __all__ = ["main"]
 
 
+def _output_file(path: Path) -> Path:
+    """The file an output option names, checked before any work: not a directory. A symbolic link is written
+    through (to its target), as other tools do."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.is_dir():
+        raise ValueError(f"{path} is a directory; give the name of a file to write")
+    return target
+
+
 @contextmanager
 def _atomic_output(path: Path) -> Iterator[BinaryIO]:
-    """A binary handle on a temporary file that replaces ``path`` only if the block succeeds, so a failure never
-    leaves half a file and never touches an existing one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """A binary handle on a temporary file that replaces ``path`` (or the target of the link ``path`` is) only if
+    the block succeeds, so a failure never leaves half a file and never touches an existing one. The file gets the
+    mode an existing file had, else the one the umask gives a new file (as ``open`` would)."""
+    target = _output_file(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
-        os.replace(tmp, path)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -108,6 +128,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.bulk:
         raise ValueError("--bulk applies to --store only")
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
+    _output_file(args.output)
     unwritable = []
 
     def not_written(error: Exception) -> None:
@@ -130,21 +151,28 @@ def _export(args: argparse.Namespace) -> int:
 def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int:
     from dspy_rdf.store import EmbeddedStore, StoreError, open_store
 
-    with _progress(args.files) as progress, open_store(args.store) as store:
-        try:
+    store = open_store(args.store)
+    location = store.location
+    try:
+        with _progress(args.files) as progress:
             report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk, redactor=redactor)
-        except StoreError as exc:
-            done = getattr(exc, "report", None)
-            written = len(done.written) if done is not None else 0
-            print(
-                f"error: {exc}\n{written} trace(s) were written to {store.location} before the failure; the others were "
-                "not. Run the same command again to complete the export (traces already stored are kept as they are).",
-                file=sys.stderr,
-            )
-            return 2
         if isinstance(store, EmbeddedStore) and (args.bulk or report.triples >= _OPTIMIZE_AFTER_TRIPLES):
             print(f"optimizing the store for queries after loading {report.triples} triples…", file=sys.stderr)
             store.optimize()
+    except StoreError as exc:
+        done = getattr(exc, "report", None)
+        written = len(done.written) if done is not None else 0
+        _error(f"{exc}")
+        print(
+            f"{written} trace(s) were written to {location} before the failure; the others were not. Run the same "
+            "command again to complete the export (traces already stored are kept as they are).",
+            file=sys.stderr,
+        )
+        _close_quietly(store)
+        return 2
+    except BaseException:
+        _close_quietly(store)
+        raise
     for iri, reason in report.failed:
         print(f"not written: {reason}" if iri and iri in reason or not iri else f"not written: {iri}: {reason}", file=sys.stderr)
     notes = [f"{len(report.already_stored)} already stored"] if report.already_stored else []
@@ -156,10 +184,22 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
     if report.failed:
         notes.append(f"{len(report.failed)} could not be written")
     mode = " (bulk load)" if args.bulk else ""
-    print(
-        f"stored {len(report.written)} trace(s), {report.triples} triples, in {store.location}{mode}" + "".join(f"; {n}" for n in notes)
-    )
+    print(f"stored {len(report.written)} trace(s), {report.triples} triples, in {location}{mode}" + "".join(f"; {n}" for n in notes))
+    try:
+        store.close()
+    except StoreError as exc:  # e.g. the disk filled up while the store flushed its memory to its files
+        _error(
+            f"{exc}; the traces above were committed: the store replays them from its write-ahead log when it is "
+            "next opened (free the space first)"
+        )
+        return 2
     return 1 if inputs.skipped or report.failed else 0
+
+
+def _close_quietly(store) -> None:
+    """Close a store after an error that is being reported: a second error while closing would only hide it."""
+    with contextlib.suppress(Exception):
+        store.close()
 
 
 _OPTIMIZE_AFTER_TRIPLES = 1_000_000
@@ -201,6 +241,8 @@ def _dump(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
     trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
+    if args.output is not None:
+        _output_file(args.output)
     with open_store(args.store, read_only=True) as store:
         if args.output is None:
             count = store.dump(sys.stdout.buffer, traces=args.trace or None, trig=trig)
@@ -226,6 +268,7 @@ def _to_json(args: argparse.Namespace) -> int:
     from dspy_rdf.tracejson import trace_to_json
 
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.file)
+    _output_file(args.output)
     traces = [trace for _, trace in parse_traces(args.file, fmt)]
     with _atomic_output(args.output) as handle:
         if len(traces) == 1 and args.output.suffix.lower() != ".jsonl":
@@ -235,6 +278,35 @@ def _to_json(args: argparse.Namespace) -> int:
                 handle.write((json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n").encode("utf-8"))
     print(f"wrote {len(traces)} trace(s) to {args.output}")
     return 0
+
+
+def _to_otlp(args: argparse.Namespace) -> int:
+    from dspy_rdf.formats import RdfFormat, parse_traces
+    from dspy_rdf.to_otlp import write_otlp
+
+    if bool(args.files) == (args.store is not None):
+        raise ValueError("give RDF FILEs or --store, not both" if args.files else "give RDF FILEs or --store PATH|URL to read traces from")
+    if args.trace and args.store is None:
+        raise ValueError("--trace applies to --store only")
+    lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
+    with contextlib.ExitStack() as stack:
+        if args.store is not None:
+            from dspy_rdf.store import open_store
+
+            store = stack.enter_context(open_store(args.store or None, read_only=True))
+            pairs = store.traces(list(dict.fromkeys(args.trace)) if args.trace else None)
+        else:
+            fmt = RdfFormat(args.format) if args.format else None
+            pairs = (pair for path in args.files for pair in parse_traces(path, fmt or RdfFormat.from_path(path)))
+        with _atomic_output(args.output) as handle:
+            report = write_otlp(pairs, handle, lines=lines)
+    for iri, error in report.refused:
+        print(f"not written: {iri}: {error}", file=sys.stderr)
+    notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
+    if report.refused:
+        notes.append(f"{len(report.refused)} not written")
+    print(f"wrote {report.written} trace(s) to {args.output} (OTLP JSON)" + "".join(f"; {n}" for n in notes))
+    return 1 if report.refused else 0
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -280,10 +352,31 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if report.fails(Severity(args.fail_on.capitalize())) or skipped else 0
 
 
+def _prov(args: argparse.Namespace) -> int:
+    from dspy_rdf.prov import write_prov
+    from dspy_rdf.store import open_store
+
+    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
+    if args.output is not None:
+        _output_file(args.output)
+    with open_store(args.store, read_only=True) as store:
+        traces = list(dict.fromkeys(args.trace)) if args.trace else None
+        with _bar(lambda: len(traces) if traces is not None else len(store.trace_iris()), unit=" traces", desc="prov") as progress:
+            if args.output is None:
+                count = write_prov(store, sys.stdout.buffer, traces=traces, trig=trig, progress=progress)
+            else:
+                with _atomic_output(args.output) as handle:
+                    count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
+    print(f"wrote the PROV-O view of {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from dspy_rdf.demo import run_demo
 
-    return run_demo(store_path=args.store, out=sys.stdout)
+    if args.store and "://" in args.store:
+        raise ValueError("the demo writes into the embedded store: give --store a directory")
+    return run_demo(store_path=Path(args.store) if args.store else None, out=sys.stdout)
 
 
 def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], from_help: str) -> None:
@@ -379,10 +472,14 @@ def _redaction_options(parser: argparse.ArgumentParser, no_redact_help: str) -> 
     )
 
 
-def _store_option(parser: argparse.ArgumentParser, default_help: str) -> None:
+def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str = "the store") -> None:
+    """``--store [PATH|URL]``, the same on every command: a directory (embedded) or a SPARQL server URL; the value
+    may be left out (``--store`` alone), which means the default store."""
     parser.add_argument(
-        "--store", metavar="PATH|URL", help=f"store directory (embedded) or SPARQL server URL (default: {default_help})"
-    )
+        "--store", nargs="?", const="", metavar="PATH|URL",
+        help=f"{what}: a store directory (embedded) or a SPARQL server URL; without a value, or when not given where a "
+        f"store is needed, the default store ({default_help})",
+    )  # fmt: skip
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -402,13 +499,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _input_options(export, source_formats, from_help)
     target = export.add_mutually_exclusive_group(required=True)
     target.add_argument("-o", "--output", type=Path, help="output file")
-    target.add_argument(
-        "--store",
-        nargs="?",
-        const="",
-        metavar="PATH|URL",
-        help=f"write into a store instead: a directory (embedded; default {store_help}) or a SPARQL server URL",
-    )
+    _store_option(target, store_help, "write into a store instead of a file")
     export.add_argument("--format", choices=formats, help="RDF format (default: from the output file's extension)")
     export.add_argument("--base", default=DEFAULT_BASE, help=f"prefix of trace IRIs (default: {DEFAULT_BASE})")
     export.add_argument("--strict", action="store_true", help="stop at the first bad input instead of skipping it")
@@ -443,6 +534,17 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="output folder (index.html and PNG charts): new, empty, or a previous report, which is replaced")
     report.set_defaults(run=_report)
 
+    prov = sub.add_parser(
+        "prov", help="write the PROV-O view of a store's traces (activities, what they used and generated, agents)",
+        description="Each trace's view goes into the named graph <trace IRI>/prov (see the README, and "
+        "shapes/prov/prov.shacl.ttl for its SHACL shapes).",
+    )  # fmt: skip
+    _store_option(prov, store_help)
+    prov.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
+    prov.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
+    prov.add_argument("--format", choices=["nq", "trig"], help="default: from the output file's extension, else nq")
+    prov.set_defaults(run=_prov)
+
     _add_query_commands(sub)
 
     to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to JSON (DSPy 3.3 JSON for DSPy's objects)")
@@ -450,6 +552,22 @@ def _build_parser() -> argparse.ArgumentParser:
     to_json.add_argument("-o", "--output", type=Path, required=True, help="output .json (one trace) or .jsonl")
     to_json.add_argument("--format", choices=formats, help="RDF format (default: from the file's extension)")
     to_json.set_defaults(run=_to_json)
+
+    to_otlp = sub.add_parser(
+        "to-otlp",
+        help="write traces (RDF files or a store) as OpenTelemetry spans in OTLP JSON with the GenAI conventions, "
+        "for MLflow, Phoenix or Langfuse",
+        description="LM calls become chat spans (gen_ai.input.messages, gen_ai.output.messages), tool executions "
+        "execute_tool spans with gen_ai.tool.call.id, module calls invoke_workflow spans. `export --from otlp` reads the "
+        "file back to the same traces, except the fields the conventions cannot carry, which each trace lists in its "
+        "losses. Exit 1 when a trace holds no call to write (a message, a part, a trajectory).",
+    )
+    to_otlp.add_argument("files", nargs="*", type=Path, help="RDF files (.ttl, .nt, .nq, .trig, .jsonld)")
+    to_otlp.add_argument("--store", nargs="?", const="", metavar="PATH|URL", help=f"read the traces of a store instead (default: {store_help})")
+    to_otlp.add_argument("--trace", action="append", metavar="IRI", help="with --store: only this trace (repeatable)")
+    to_otlp.add_argument("-o", "--output", type=Path, required=True, help="output .json (one OTLP export request) or .jsonl (one per trace per line)")
+    to_otlp.add_argument("--format", choices=formats, help="RDF format of the files (default: from each file's extension)")
+    to_otlp.set_defaults(run=_to_otlp)
 
     validate = sub.add_parser(
         "validate",
@@ -460,9 +578,7 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="*", type=Path, help="DSPy JSON/JSONL or RDF (.ttl, .nt, .nq, .trig, .jsonld)")
     _input_options(validate, source_formats, from_help)
     validate.add_argument("--base", default=DEFAULT_BASE, help="prefix of trace IRIs for JSON inputs")
-    validate.add_argument(
-        "--store", nargs="?", const="", metavar="PATH|URL", help=f"validate a store instead of files (default: {store_help})"
-    )
+    _store_option(validate, store_help, "validate a store instead of files")
     validate.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     validate.add_argument("--format", choices=["text", "json", "ttl"], default="text", help="report format: text (grouped by trace and rule), json, or ttl (a SHACL validation report)")
     validate.add_argument("--engine", choices=["fast", "pyshacl"], default="fast", help="fast (the shapes compiled to SPARQL run inside the store, default) or pyshacl (the reference)")
@@ -481,21 +597,44 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_validate)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")
-    demo.add_argument("--store", type=Path, default=None, help="store directory (default: $DSPY_RDF_STORE or ./.dspy-rdf/store)")
+    _store_option(demo, store_help, "where to export the bundled traces (a directory: the demo uses the embedded store)")
     demo.set_defaults(run=_demo)
     return parser
 
 
+def _error(message: str) -> None:
+    """One line on stderr, secrets redacted."""
+    from dspy_rdf.errors import shown
+
+    print(f"error: {shown(' '.join(message.split()))}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code (0, 1, 2 on an error, 130 when interrupted)."""
     from dspy_rdf.errors import DspyRdfError
 
     args = _build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (DspyRdfError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader of our output went away (`dspy-rdf dump | head`): nothing more can be written to it, and
+        # Python's own flush at exit must not complain either.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _error("the output was closed before everything was written (broken pipe)")
         return 2
+    except (DspyRdfError, ValueError, OSError) as exc:  # dspy-rdf's own errors, bad input, files, disk, network
+        _error(_os_message(exc) if type(exc).__module__ == "builtins" and isinstance(exc, OSError) else str(exc))
+        return 2
+
+
+def _os_message(exc: OSError) -> str:
+    """An OS error as one line naming the file: ``writing out.nq failed: No space left on device``."""
+    reason = exc.strerror or str(exc)
+    return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
 if __name__ == "__main__":

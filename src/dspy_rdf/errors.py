@@ -1,6 +1,17 @@
-"""Errors of dspy-rdf: each subclasses a built-in exception and says what is wrong and where."""
+"""Errors of dspy-rdf: each subclasses a built-in exception and says what is wrong and where.
+
+A message may quote the offending value: it is redacted as exports are (:mod:`dspy_rdf.redact`), so that no secret
+reaches a terminal or a log through an error.
+"""
 
 from __future__ import annotations
+
+
+def shown(text: str) -> str:
+    """Text as an error message may show it: with the secrets the default redaction patterns find replaced."""
+    from dspy_rdf.redact import DEFAULT_REDACTOR  # redact imports the model: not needed until an error is made
+
+    return DEFAULT_REDACTOR.redact_text(text)
 
 
 class DspyRdfError(Exception):
@@ -15,7 +26,7 @@ class TraceInputError(DspyRdfError, ValueError):
     """
 
     def __init__(self, message: str, *, source: str = "<input>", line: int | None = None, field: str = "") -> None:
-        self.reason = message
+        self.reason = shown(message)
         self.source = source
         self.line = line
         self.field = field
@@ -43,7 +54,7 @@ class RdfInputError(DspyRdfError, ValueError):
     """
 
     def __init__(self, message: str, *, source: str = "<input>", node: str = "", prop: str = "") -> None:
-        self.reason = message
+        self.reason = shown(message)
         self.source = source
         self.node = node
         self.prop = prop

@@ -1,9 +1,11 @@
 """Reading trace inputs from files: one JSON value per ``.json`` file, one per line of a ``.jsonl`` file.
 
-Any DSPy shape :func:`dspy_rdf.tracejson.trace_from_json` understands is accepted, detected per value, or forced
-with ``source_format``. JSON Lines are streamed line by line, so a file of any size is never read into memory at
-once; ``progress`` is called with the number of bytes consumed after each line. Errors name the file, the line
-and the field.
+Any shape :func:`dspy_rdf.tracejson.trace_from_json` understands is accepted, detected per value, or forced
+with ``source_format``. Most values hold one trace; an MLflow search page or list, or an OTLP export, holds several,
+and an OTLP trace may be spread over several lines (:class:`dspy_rdf.tracejson.TraceStream` puts it together). JSON
+Lines are streamed line by line, so a file of any size is never read into memory at once (an OTLP trace is kept
+only until its root span has been read); ``progress`` is called with the number of bytes consumed after each line.
+Errors name the file, the line and the field; a trace that cannot be read is skipped and the others are read.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.model import SourceFormat, Trace
-from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.tracejson import TraceStream
 
 __all__ = ["InputItem", "read_traces"]
 
@@ -38,13 +40,35 @@ def _decode(raw: bytes, source: str, line: int | None) -> object:
     except UnicodeDecodeError as exc:
         raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=line) from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise TraceInputError(
+            f"the key {exc.key!r} appears twice in one JSON object (JSON readers would silently keep only one of its values)",
+            source=source, line=line,
+        ) from None
     except json.JSONDecodeError as exc:
         raise TraceInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", source=source, line=line or exc.lineno) from None
     except RecursionError:
         raise TraceInputError("JSON nested too deeply to read", source=source, line=line) from None
     except ValueError as exc:  # NaN/Infinity (below), or an integer longer than Python converts (4300 digits)
         raise TraceInputError(f"not valid JSON: {exc}", source=source, line=line) from None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return value
 
 
 def _reject_constant(name: str) -> object:
@@ -60,32 +84,53 @@ def read_traces(
     model: str | None = None,
     timestamp: str | None = None,
 ) -> Iterator[InputItem]:
-    """Yield the traces of a ``.json`` or ``.jsonl`` file, one :class:`InputItem` per JSON value.
+    """Yield the traces of a ``.json`` or ``.jsonl`` file, one :class:`InputItem` per trace (or per trace, line or
+    value that could not be read).
 
-    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json`.
+    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json`. Each
+    trace's ``source_index`` is its position among the file's items; a ``.json`` file that holds one trace gives it
+    none.
     """
     path = Path(path)
     source = str(path)
-    options = {"source_format": source_format, "model": model, "timestamp": timestamp}
+    stream = TraceStream(source_format=source_format, model=model, timestamp=timestamp)
+    index = 0
+
+    def items(reads) -> Iterator[InputItem]:
+        nonlocal index
+        for read in reads:
+            if read.trace is not None:
+                read.trace.source_index = index
+                yield InputItem(source, read.line, read.trace, None)
+            else:
+                yield InputItem(source, read.line, None, read.error.located(source=source))
+            index += 1
+
     if path.suffix.lower() in JSONL_SUFFIXES:
         with path.open("rb") as handle:
-            index = 0
             for number, raw in enumerate(handle, start=1):
                 if progress is not None:
                     progress(len(raw))
                 if not raw.strip():
                     continue
                 try:
-                    trace = trace_from_json(_decode(raw, source, number), source_index=index, **options)
-                    yield InputItem(source, number, trace, None)
+                    value = _decode(raw, source, number)
                 except TraceInputError as exc:
                     yield InputItem(source, number, None, exc.located(source=source, line=number))
-                index += 1
+                    index += 1
+                    continue
+                yield from items(stream.add(value, number))
+        yield from items(stream.finish())
         return
     try:
         raw = path.read_bytes()
         if progress is not None:
             progress(len(raw))
-        yield InputItem(source, None, trace_from_json(_decode(raw, source, None), **options), None)
+        value = _decode(raw, source, None)
     except TraceInputError as exc:
         yield InputItem(source, None, None, exc.located(source=source))
+        return
+    found = list(items([*stream.add(value), *stream.finish()]))
+    if len(found) == 1 and found[0].trace is not None:
+        found[0].trace.source_index = None  # a file of one trace: its index says nothing
+    yield from found

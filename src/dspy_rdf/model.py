@@ -398,7 +398,9 @@ SourceKind = Literal[
 SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__
 """Every trace source kind, in the order of the schema's ``TraceSourceKind`` enum."""
 
-SourceFormat = Literal["dspy33", "lm15", "history_dict", "openai_chat", "react_trajectory", "dspy_history", "dspy_callback"]
+SourceFormat = Literal[
+    "dspy33", "lm15", "history_dict", "openai_chat", "react_trajectory", "dspy_history", "dspy_callback", "mlflow", "otlp"
+]
 SOURCE_FORMATS: tuple[str, ...] = SourceFormat.__args__
 """Every trace source format, in the order of the schema's ``TraceSourceFormat`` enum."""
 
@@ -436,6 +438,7 @@ class Trace:
     ended_at: str | None = None
     dspy_version: str | None = None
     source_index: int | None = None
+    source_trace_id: str | None = None
     redactions: dict[str, int] = field(default_factory=dict)
     losses: JSONValue = field(default_factory=list)  # a JSON list of {"field": ..., "reason": ...}
 

@@ -170,6 +170,7 @@ class _Graph:
             source_format=source_format,
             source_index=self.integer(iri, p, "source_index"),
             dspy_version=self.string(iri, p, "dspy_version"),
+            source_trace_id=self.string(iri, p, "source_trace_id"),
             started_at=self.literal(iri, p, "started_at", v.XSD_DATETIME),
             ended_at=self.literal(iri, p, "ended_at", v.XSD_DATETIME),
             redactions=self.json(iri, p, "redactions", default=dict),
@@ -505,8 +506,8 @@ _DERIVED_TRACE_SLOTS = frozenset(
     | {"input_tokens_total", "output_tokens_total", "cost_total", "usage_summaries"}
 )
 _TRACE_SLOTS = frozenset(
-    {"source_kind", "source_format", "source_index", "dspy_version", "entries", "request", "response", "messages"}
-    | {"parts", "calls", "started_at", "ended_at", "redactions", "losses"}
+    {"source_kind", "source_format", "source_index", "source_trace_id", "dspy_version", "entries", "request", "response"}
+    | {"messages", "parts", "calls", "started_at", "ended_at", "redactions", "losses"}
     | _DERIVED_TRACE_SLOTS
 )
 _CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "error", "position"}

@@ -16,7 +16,7 @@ from dspy_rdf import model as m
 from dspy_rdf.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
 
-__all__ = ["run_from_json", "run_to_json"]
+__all__ = ["call_from_json", "call_to_json", "run_from_json", "run_to_json"]
 
 _CALL_TYPE = {m.ModuleCall: "module", m.LMCall: "lm", m.ToolExecution: "tool", m.EvaluateCall: "evaluate", m.CompileCall: "compile"}
 _COMMON = ("call", "started_at", "ended_at", "dspy_call_id", "parent_call", "error")
@@ -30,7 +30,9 @@ _KEYS = {
     "compile": frozenset({*_COMMON, *_COMPILE_FIELDS, "optimizer_class", "input_summary"}),
 }
 _RESULT_KEYS = frozenset({"example", "prediction", "score", "program_call", "error"})
-_RUN_KEYS = frozenset({"dspy_rdf_kind", "source_format", "dspy_version", "started_at", "ended_at", "calls", "redactions", "losses"})
+_RUN_KEYS = frozenset(
+    {"dspy_rdf_kind", "source_format", "source_trace_id", "dspy_version", "started_at", "ended_at", "calls", "redactions", "losses"}
+)
 _PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
 
 
@@ -39,10 +41,11 @@ def run_to_json(trace: m.Trace) -> dict[str, Any]:
     out = {
         "dspy_rdf_kind": "program_run",
         "source_format": trace.source_format,
+        **({"source_trace_id": trace.source_trace_id} if trace.source_trace_id is not None else {}),
         "dspy_version": trace.dspy_version,
         "started_at": trace.started_at,
         "ended_at": trace.ended_at,
-        "calls": [_call_to_json(c) for c in trace.calls],
+        "calls": [call_to_json(c) for c in trace.calls],
     }
     if trace.redactions:
         out["redactions"] = dict(trace.redactions)
@@ -55,7 +58,8 @@ def _ref_json(ref: m.PartRef) -> dict[str, int | None]:
     return {"call": ref.call, "output": ref.output, "part": ref.part}
 
 
-def _call_to_json(call: m.Call) -> dict[str, Any]:
+def call_to_json(call: m.Call) -> dict[str, Any]:
+    """One call of a run as JSON, tagged by its type; references are indices into the run's calls."""
     out: dict[str, Any] = {
         "call": _CALL_TYPE[type(call)],
         "started_at": call.started_at,
@@ -119,11 +123,12 @@ def run_from_json(value: Any, path: str = "") -> m.Trace:
     if source_format not in m.SOURCE_FORMATS:
         raise TraceInputError(f"unknown source format {source_format!r}", field="source_format")
     raw_calls = get_list(d, "calls", "run")
-    calls = [_call_from_json(c, f"calls[{i}]", len(raw_calls)) for i, c in enumerate(raw_calls)]
+    calls = [call_from_json(c, f"calls[{i}]", len(raw_calls)) for i, c in enumerate(raw_calls)]
     return m.Trace(
         source_kind="program_run",
         source_format=source_format,
         dspy_version=get_str(d, "dspy_version", "run"),
+        source_trace_id=get_str(d, "source_trace_id", "run"),
         started_at=get_str(d, "started_at", "run"),
         ended_at=get_str(d, "ended_at", "run"),
         calls=calls,
@@ -164,7 +169,8 @@ def _index(d: dict[str, Any], key: str, path: str, count: int) -> int | None:
     return value
 
 
-def _call_from_json(value: Any, path: str, count: int) -> m.Call:
+def call_from_json(value: Any, path: str, count: int) -> m.Call:
+    """Read one call of a run (of ``count`` calls, which its references are checked against) back from its JSON."""
     d = expect_object(value, path)
     kind = d.get("call")
     if kind not in _KEYS:

@@ -16,6 +16,10 @@ openai_chat       OpenAI chat-completions request, response, or ``{request, resp
                                                                                            request_response
 react_trajectory  ``dspy.ReAct`` ``Prediction.trajectory``                                 trajectory
 dspy_callback     a program run recorded by :class:`dspy_rdf.capture.TraceRecorder`        program_run
+mlflow            MLflow traces (MLflow 2 and 3 JSON, lists, ``mlflow traces search``       program_run (one per
+                  pages)                                                                   MLflow trace)
+otlp              OpenTelemetry spans as OTLP JSON (GenAI, OpenInference, MLflow and       program_run (one per
+                  legacy attributes)                                                       trace id)
 ================  =======================================================================  =====================
 
 :func:`trace_to_json` writes a trace as JSON that :func:`trace_from_json` reads back to an equal trace: DSPy 3.3
@@ -26,6 +30,7 @@ out as the equivalent DSPy 3.3 objects), the original dict for a trajectory, and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dspy_rdf import model as m
@@ -33,9 +38,9 @@ from dspy_rdf.errors import TraceInputError
 from dspy_rdf.fields import check_keys, kind_of
 from dspy_rdf.live import is_lm15, json_data
 from dspy_rdf.run_json import losses_from_json, redactions_from_json
-from dspy_rdf.sources import SOURCES, ReadOptions, dspy33, dspy_history, source_for, trajectory
+from dspy_rdf.sources import SOURCES, Assembly, Read, ReadOptions, dspy33, dspy_history, source_for, trajectory
 
-__all__ = ["detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
+__all__ = ["TraceStream", "detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json", "traces_from_json"]
 
 ENVELOPE_KEY = "dspy_rdf_kind"
 _ENVELOPE_KINDS = ("request_response", "program_run")
@@ -82,6 +87,56 @@ def detect_source(value: Any) -> tuple[m.SourceFormat, m.SourceKind]:
 # --- JSON -> trace -----------------------------------------------------------------------------------------
 
 
+class TraceStream:
+    """The traces of one input, from its parsed JSON values given in order (one value of a ``.json`` file, or each
+    line of a ``.jsonl`` file): :meth:`add` yields a :class:`~dspy_rdf.sources.Read` for each trace a value completes
+    (or the error that stopped it), :meth:`finish` what remains at the end of the input (an OTLP trace whose spans
+    were still arriving). Each value's shape is detected, or forced with ``source_format``; ``model`` and
+    ``timestamp`` are as for :func:`trace_from_json`."""
+
+    def __init__(self, *, source_format: m.SourceFormat | None = None, model: str | None = None, timestamp: str | None = None) -> None:
+        self.source_format = source_format
+        self.options = ReadOptions(model=model, timestamp=timestamp)
+        self._assemblies: dict[str, Assembly] = {}
+
+    def add(self, value: Any, line: int | None = None) -> Iterator[Read]:
+        """The traces ``value`` (read on JSON Lines line ``line``) completes, each as a :class:`~dspy_rdf.sources.Read`."""
+        try:
+            fmt, kind = detect_source(value) if self.source_format is None else _kind_within(value, self.source_format)
+            if isinstance(value, dict) and ENVELOPE_KEY in value:
+                yield Read(trace=_read_envelope(value, fmt, kind), line=line)
+                return
+            source = source_for(fmt)
+            if source is None:
+                raise TraceInputError(f"a {kind} cannot be read as {fmt}")
+        except TraceInputError as exc:
+            yield Read(error=exc.located(line=line), line=line)
+            return
+        assembly = self._assemblies.get(fmt)
+        if assembly is None:
+            assembly = self._assemblies[fmt] = source.assembly(self.options)
+        yield from assembly.add(value, kind, line)
+
+    def finish(self) -> Iterator[Read]:
+        """The traces still waiting for more values when the input ends."""
+        for assembly in self._assemblies.values():
+            yield from assembly.finish()
+
+
+def traces_from_json(
+    value: Any, *, source_format: m.SourceFormat | None = None, model: str | None = None, timestamp: str | None = None
+) -> list[m.Trace]:
+    """Read every trace a parsed JSON value holds (an MLflow search page or an OTLP export hold several); the first
+    trace that cannot be read raises :class:`TraceInputError`. Options as for :func:`trace_from_json`."""
+    stream = TraceStream(source_format=source_format, model=model, timestamp=timestamp)
+    traces = []
+    for read in [*stream.add(value), *stream.finish()]:
+        if read.error is not None:
+            raise read.error
+        traces.append(read.trace)
+    return traces
+
+
 def trace_from_json(
     value: Any,
     *,
@@ -94,12 +149,14 @@ def trace_from_json(
 
     ``source_format`` forces the reader (see the module docstring) instead of detecting the shape. ``model``
     and ``timestamp`` fill in history-dict entries from DSPy versions that did not record them (DSPy 2.5.0 to
-    2.5.3, and ``DummyLM`` up to 3.1); what was filled in is recorded in the entry's ``extra_fields``.
+    2.5.3, and ``DummyLM`` up to 3.1); what was filled in is recorded in the entry's ``extra_fields``. A value that
+    holds several traces (an MLflow search page, an OTLP export) is refused: read it with :func:`traces_from_json`.
     """
-    fmt, kind = detect_source(value) if source_format is None else _kind_within(value, source_format)
-    trace = _read(value, fmt, kind, ReadOptions(model=model, timestamp=timestamp))
-    trace.source_index = source_index
-    return trace
+    traces = traces_from_json(value, source_format=source_format, model=model, timestamp=timestamp)
+    if len(traces) != 1:
+        raise TraceInputError(f"this value holds {len(traces)} traces, not one; read it with traces_from_json (or read_traces for a file)")
+    traces[0].source_index = source_index
+    return traces[0]
 
 
 def _kind_within(value: Any, source_format: str) -> tuple[str, str]:
@@ -114,17 +171,6 @@ def _kind_within(value: Any, source_format: str) -> tuple[str, str]:
         what = source.description if source is not None else "a dspy-rdf program run"
         raise TraceInputError(f"this is not {what} (forced with --from {source_format})")
     return source_format, kind
-
-
-def _read(value: Any, fmt: str, kind: str, options: ReadOptions) -> m.Trace:
-    if isinstance(value, dict) and ENVELOPE_KEY in value:
-        return _read_envelope(value, fmt, kind)
-    source = source_for(fmt)
-    if source is None:
-        raise TraceInputError(f"a {kind} cannot be read as {fmt}")
-    trace = source.read(value, kind, options)
-    trace.source_format = fmt
-    return trace
 
 
 def _read_envelope(value: dict[str, Any], fmt: str, kind: str) -> m.Trace:

@@ -169,6 +169,8 @@ class _Writer:
             add(f"{s} {P.source_index} {_int(trace.source_index)}{t}")
         if trace.dspy_version is not None:
             add(f"{s} {P.dspy_version} {_s(trace.dspy_version)}{t}")
+        if trace.source_trace_id is not None:
+            add(f"{s} {P.source_trace_id} {_s(trace.source_trace_id)}{t}")
         if trace.started_at is not None:
             add(f"{s} {P.started_at} {_s(trace.started_at)}{_DATETIME_DT}{t}")
         if trace.ended_at is not None:

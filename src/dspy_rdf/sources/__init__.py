@@ -8,12 +8,14 @@ registry.
 from __future__ import annotations
 
 from dspy_rdf import model as m
-from dspy_rdf.sources import dspy33, dspy_history, history_dict, lm15, openai_chat, trajectory
-from dspy_rdf.sources.base import ReadOptions, Source
+from dspy_rdf.sources import dspy33, dspy_history, history_dict, lm15, mlflow, openai_chat, otlp, trajectory
+from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 
-__all__ = ["SOURCES", "ReadOptions", "Source", "source_for"]
+__all__ = ["SOURCES", "Assembly", "Read", "ReadOptions", "Source", "source_for"]
 
 SOURCES: tuple[Source, ...] = (
+    mlflow.SOURCE,
+    otlp.SOURCE,
     trajectory.SOURCE,
     lm15.SOURCE,
     history_dict.SOURCE,

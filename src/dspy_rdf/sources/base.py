@@ -10,18 +10,26 @@ A source is one family of JSON shapes that DSPy, a provider or a tracing tool wr
 - :meth:`Source.read`: the canonical trace of a value of a given kind, or a
   :class:`~dspy_rdf.errors.TraceInputError` naming the offending field.
 
+Most shapes hold one trace per JSON value. Tracing tools write several (an MLflow search page, an OTLP export of
+many traces), and an OTLP file exporter may spread one trace over several JSON Lines. So a value is read through
+:meth:`Source.assembly`, one :class:`Assembly` per input: it is given the input's values in order and yields a
+:class:`Read` for each trace as soon as it is complete (and each trace that failed, with the field that failed),
+then what remains when the input ends. The default assembly reads each value as the one trace of :meth:`Source.read`.
+
 :mod:`dspy_rdf.sources` lists the sources in the order they are asked (:data:`dspy_rdf.sources.SOURCES`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from dspy_rdf import model as m
+from dspy_rdf.errors import TraceInputError
 
-__all__ = ["ReadOptions", "Source"]
+__all__ = ["Assembly", "Read", "ReadOptions", "Source"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +39,42 @@ class ReadOptions:
 
     model: str | None = None
     timestamp: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One trace read from an input, or the error that stopped it; ``line`` is the JSON Lines line it was completed
+    on (None for a ``.json`` file)."""
+
+    trace: m.Trace | None = None
+    error: TraceInputError | None = None
+    line: int | None = None
+
+
+class Assembly(ABC):
+    """The traces of one input, from its JSON values given in order (see the module docstring)."""
+
+    @abstractmethod
+    def add(self, value: Any, kind: m.SourceKind, line: int | None) -> Iterator[Read]:
+        """The traces that ``value`` (an object of ``kind``, on JSON Lines line ``line``) completes, or their errors."""
+
+    def finish(self) -> Iterator[Read]:
+        """What remains when the input ends (traces still waiting for more values); nothing by default."""
+        return iter(())
+
+
+class _EachValue(Assembly):
+    """Each value is one trace."""
+
+    def __init__(self, source: Source, options: ReadOptions) -> None:
+        self.source = source
+        self.options = options
+
+    def add(self, value: Any, kind: m.SourceKind, line: int | None) -> Iterator[Read]:
+        try:
+            yield Read(trace=self.source.read(value, kind, self.options), line=line)
+        except TraceInputError as exc:
+            yield Read(error=exc.located(line=line), line=line)
 
 
 class Source(ABC):
@@ -52,3 +96,7 @@ class Source(ABC):
     @abstractmethod
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
         """The trace of ``value`` (an object of ``kind``); :class:`~dspy_rdf.errors.TraceInputError` naming the field."""
+
+    def assembly(self, options: ReadOptions) -> Assembly:
+        """A reader of one input's values, in order (see the module docstring); by default each value is one trace."""
+        return _EachValue(self, options)

@@ -3,10 +3,9 @@
 A store keeps one named graph per trace. :meth:`TraceStore.put` writes traces, each into the named graph of its IRI,
 whole or not at all. A trace IRI is the hash of the trace's content, so a trace already stored is left as it is:
 exporting the same input twice leaves exactly the same quads, and a stored trace is never removed, not even for a
-moment, by exporting it again (an export killed at any point loses nothing that was stored before it). A stored graph
-is a function of its name alone: the position of a trace in its input file (``source_index``, which the content hash
-leaves out) is not stored, so two writers of the same trace (two exports of different inputs at once, a write retried)
-write the same triples, and a store that adds what each of them sends still holds one version of the trace. :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
+moment, by exporting it again (an export killed at any point loses nothing that was stored before it). The trace
+seen again in another input (at another position, ``source_index``, which the content hash leaves out) is left as it
+was first stored, with its first ``source_index``. :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
 structure from every store, so that analytics give identical answers on every store. :meth:`TraceStore.delete`,
 :meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats` and :meth:`TraceStore.dump` complete it. The stores are
 :class:`~dspy_rdf.store.embedded.EmbeddedStore` (pyoxigraph on disk) and :class:`~dspy_rdf.store.remote.RemoteStore`
@@ -15,7 +14,7 @@ structure from every store, so that analytics give identical answers on every st
 
 from __future__ import annotations
 
-import dataclasses
+import io
 import queue
 import threading
 from abc import ABC, abstractmethod
@@ -29,7 +28,7 @@ import pyoxigraph as ox
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.errors import DspyRdfError, TraceInputError
-from dspy_rdf.formats import encode_trace
+from dspy_rdf.formats import RdfFormat, encode_trace, parse_traces
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.writer import stored_form
@@ -45,7 +44,6 @@ __all__ = [
     "StoreLockedError",
     "TraceStore",
     "encode_traces",
-    "stored_trace",
     "term_from_json",
     "term_json",
     "term_value",
@@ -109,16 +107,10 @@ _LOOKUP_CHUNK = 200
 """Traces whose IRIs :meth:`TraceStore.put` looks up in the store at once (one query on a server)."""
 
 
-def stored_trace(trace: m.Trace) -> m.Trace:
-    """The trace as a store keeps it: without its position in its input (``source_index``), which its IRI (the hash
-    of its content) does not cover, so that whatever writes a trace IRI writes the same graph."""
-    return trace if trace.source_index is None else dataclasses.replace(trace, source_index=None)
-
-
 def encode_traces(
     traces: Iterable[m.Trace], *, base: str, redactor: Redactor | None = DEFAULT_REDACTOR
 ) -> Iterator[EncodedTrace | tuple[str, str]]:
-    """Each trace (redacted) as N-Quads bytes in its own graph, as a store keeps it (:func:`stored_trace`), or
+    """Each trace (redacted) as N-Quads bytes in its own graph, or
     ``("", reason)`` when it cannot be written as RDF; repeats dropped."""
     seen: set[str] = set()
     for trace in traces:
@@ -127,7 +119,7 @@ def encode_traces(
             if iri in seen:
                 continue
             seen.add(iri)
-            _, data = encode_trace(stored_trace(form), base=base, iri=iri)
+            _, data = encode_trace(form, base=base, iri=iri)
         except TraceInputError as exc:  # the message names the trace when its IRI could be computed
             yield "", str(exc)
             continue
@@ -153,6 +145,10 @@ class TraceStore(ABC):
     @abstractmethod
     def select(self, sparql: str) -> SparqlJson:
         """Run a SPARQL SELECT (or ASK) query; return SPARQL 1.1 JSON results."""
+
+    @abstractmethod
+    def construct(self, sparql: str) -> bytes:
+        """Run a SPARQL CONSTRUCT query; return its triples as N-Triples."""
 
     @abstractmethod
     def delete(self, iri: str) -> bool:
@@ -244,7 +240,7 @@ class TraceStore(ABC):
                     report.already_stored.append(iri)
                     continue
                 try:
-                    _, data = encode_trace(stored_trace(form), base=base, iri=iri)  # already redacted by stored_form
+                    _, data = encode_trace(form, base=base, iri=iri)  # already redacted by stored_form
                 except TraceInputError as exc:
                     report.failed.append((iri, str(exc)))
                     continue
@@ -356,6 +352,14 @@ class TraceStore(ABC):
         found = set(self._graph_names(f"GRAPH ?g {{ ?t a <{v.class_iri('Trace')}> }}"))
         found.update(self._graphs_holding_dspy_nodes(self._graphs_without_trace_nodes()))
         return sorted(found)
+
+    def traces(self, iris: list[str] | None = None) -> Iterator[tuple[str, m.Trace]]:
+        """Read the store's traces back, one named graph at a time (so memory is bounded by the largest trace):
+        ``(IRI, trace)`` pairs, of ``iris`` or of every trace (:meth:`trace_iris`)."""
+        for iri in iris if iris is not None else self.trace_iris():
+            buffer = io.BytesIO()
+            self.dump(buffer, traces=[iri])
+            yield from parse_traces(buffer.getvalue(), RdfFormat.N_QUADS, source=iri)
 
     def graphs_with_several_traces(self) -> list[str]:
         """Names of the graphs that hold more than one ``dspy:Trace`` node (not what ``export`` writes: loaded by other

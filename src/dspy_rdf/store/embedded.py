@@ -96,6 +96,11 @@ class EmbeddedStore(TraceStore):
                 if leftover.name[5:-4].isdigit():  # pyoxigraph names them bulk-<random u128>.sst
                     leftover.unlink(missing_ok=True)
 
+    def __getattr__(self, name: str) -> object:
+        if name == "_store":  # only looked up here once close() removed it
+            raise StoreError(f"the store at {self.path} is closed")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def oxigraph(self) -> ox.Store:
         """The underlying :class:`pyoxigraph.Store`."""
@@ -118,25 +123,50 @@ class EmbeddedStore(TraceStore):
         return {iri for iri in iris if self._store.contains_named_graph(ox.NamedNode(iri))}
 
     def select(self, sparql: str) -> SparqlJson:
-        """Run a SPARQL query with pyoxigraph; return SPARQL 1.1 JSON results."""
+        """Run a SPARQL query with pyoxigraph; return SPARQL 1.1 JSON results.
+
+        A query pyoxigraph cannot run (bad syntax, a function it does not have) is a ``ValueError``; one that fails
+        while it runs (a ``SERVICE`` endpoint that cannot be reached, the disk) is a :class:`StoreError`."""
         try:
             result = self._store.query(sparql)
+            if isinstance(result, ox.QueryBoolean):
+                return {"head": {}, "boolean": bool(result)}
+            if not isinstance(result, ox.QuerySolutions):
+                raise ValueError("expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query")
+            names = [var.value for var in result.variables]
+            bindings = []
+            for solution in result:
+                row = {}
+                for name in names:
+                    term = solution[name]
+                    if term is not None:
+                        row[name] = term_json(term)
+                bindings.append(row)
         except SyntaxError as exc:
             raise ValueError(f"not a valid SPARQL query: {exc}") from None
-        if isinstance(result, ox.QueryBoolean):
-            return {"head": {}, "boolean": bool(result)}
-        if not isinstance(result, ox.QuerySolutions):
-            raise ValueError("expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query")
-        names = [var.value for var in result.variables]
-        bindings = []
-        for solution in result:
-            row = {}
-            for name in names:
-                term = solution[name]
-                if term is not None:
-                    row[name] = term_json(term)
-            bindings.append(row)
+        except RuntimeError as exc:  # pyoxigraph's evaluation errors, e.g. "The custom function <...> is not supported"
+            raise ValueError(f"the query cannot be run on the embedded store: {exc}") from None
+        except StoreError:
+            raise
+        except OSError as exc:  # a SERVICE call that failed, or the store's files
+            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
         return {"head": {"vars": names}, "results": {"bindings": bindings}}
+
+    def construct(self, sparql: str) -> bytes:
+        """Run a SPARQL CONSTRUCT query with pyoxigraph; return N-Triples."""
+        try:
+            result = self._store.query(sparql)
+            if not isinstance(result, ox.QueryTriples):
+                raise ValueError("expected a CONSTRUCT or DESCRIBE query")
+            return ox.serialize(result, format=ox.RdfFormat.N_TRIPLES) or b""
+        except SyntaxError as exc:
+            raise ValueError(f"not a valid SPARQL query: {exc}") from None
+        except RuntimeError as exc:
+            raise ValueError(f"the query cannot be run on the embedded store: {exc}") from None
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
 
     def delete(self, iri: str) -> bool:
         graph = ox.NamedNode(iri)
@@ -165,6 +195,14 @@ class EmbeddedStore(TraceStore):
             raise StoreError(f"optimizing the store at {self.path} failed: {exc}") from None
 
     def close(self) -> None:
-        if not self.read_only:
-            self._store.flush()
-        del self._store
+        """Flush what is in memory to the store's files and release the store (a second close does nothing)."""
+        store = self.__dict__.pop("_store", None)
+        if store is None:
+            return
+        try:
+            if not self.read_only:
+                store.flush()
+        except OSError as exc:
+            raise StoreError(f"flushing the store at {self.path} failed: {exc}") from None
+        finally:
+            del store  # releases the lock, even when the flush failed

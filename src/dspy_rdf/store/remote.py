@@ -278,6 +278,23 @@ class RemoteStore(TraceStore):
             else:
                 self.select(query(chunk))  # raises RemoteTruncatedError, saying why
 
+    def construct(self, sparql: str) -> bytes:
+        """Run a SPARQL CONSTRUCT query on the server; return its triples as N-Triples (re-serialized locally)."""
+
+        def read(response: httpx.Response) -> bytes:
+            media = response.headers.get("Content-Type", N_TRIPLES).split(";")[0].strip() or N_TRIPLES
+            source = ox.RdfFormat.from_media_type(media)
+            if source is None:
+                raise MalformedAnswer(f"the answer is {media}, not RDF")
+            try:
+                return ox.serialize(ox.parse(response.content, format=source), format=ox.RdfFormat.N_TRIPLES) or b""
+            except SyntaxError as exc:
+                raise MalformedAnswer(f"the answer is not valid {media}: {exc}") from None
+
+        return self._http.request(
+            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": N_TRIPLES}, is_query=True, read=read
+        )
+
     def update(self, sparql: str) -> None:
         """Run a SPARQL 1.1 Update on the update endpoint (not retried once sent: an update may not be idempotent)."""
         self._http.request("POST", self.update_url, idempotent=False, data={"update": sparql})

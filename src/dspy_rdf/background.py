@@ -1,0 +1,280 @@
+"""Writing captured runs in a process of its own, so that a program pays only for handing each run over.
+
+Redacting, encoding and writing a run (to N-Quads, JSON Lines or a store) costs about a millisecond, a store's commit
+several; done in the program's own thread it would cost more than recording the run. A :class:`BackgroundWriter`
+starts ``python -m dspy_rdf.background`` (a plain child process: nothing of the program's ``__main__`` is imported
+again there, unlike ``multiprocessing``), sends it each run as a pickle over a pipe, and the child writes it with an
+ordinary synchronous sink (:class:`~dspy_rdf.capture.FileSink` or :class:`~dspy_rdf.capture.StoreSink` with
+``background=False``, named by the spec the parent sends first, so that this module imports no sink), in order, answering each run with "done" or the reason it failed.
+
+Nothing handed over is lost: a run the child could not write is given back to ``on_failure`` (the recorder keeps it in
+``unwritten``); when the child dies, the runs it had not confirmed and every later run are written in the program's
+own process instead; :meth:`BackgroundWriter.flush` waits until every run handed over is written, and at exit every
+writer still open is flushed and closed. A process forked from the program writes in its own process too (the pipe
+belongs to the process that started the child).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import logging
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+__all__ = ["BackgroundWriter", "BackgroundWriterError"]
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("<Q")
+_PIPE_BYTES = 1 << 20  # room for a few dozen runs, so the program rarely waits on the child
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+class BackgroundWriterError(RuntimeError):
+    """The writer process could not make its sink (``kind`` is the error class it raised, ``message`` its text)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def _send(handle: BinaryIO, message: object) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    handle.write(_HEADER.pack(len(data)) + data)
+    handle.flush()
+
+
+def _receive(handle: BinaryIO) -> Any:
+    """The next message, or None at the end of the stream."""
+    header = handle.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = handle.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)  # noqa: S301 - only ever from the other end of our own pipe
+
+
+_OPEN: weakref.WeakSet[BackgroundWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for writer in list(_OPEN):
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+class BackgroundWriter:
+    """A child process that writes runs with the sink ``spec`` describes (see :func:`make_sink`).
+
+    ``fallback()`` makes the same sink in this process, for when the child is gone; ``on_failure(trace, reason)``
+    receives each run that could not be written. Raises :class:`BackgroundWriterError` when the child cannot make
+    its sink (a locked store, a bad path), with the error the sink raised.
+    """
+
+    def __init__(self, spec: tuple, *, fallback: Callable[[], Any], on_failure: Callable[[Any, str], None]) -> None:
+        self.fallback = fallback
+        self.on_failure = on_failure
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # order of runs, and the switch to writing here
+        # The answers thread never takes self._lock: while the program waits on a full pipe holding it, the answers
+        # must still be read, or the child would wait on its own full pipe and neither would move.
+        self._pending_lock = threading.Lock()
+        self._done = threading.Condition()
+        self._pending: dict[int, Any] = {}  # sequence number -> run not yet confirmed
+        self._sequence = 0
+        self._confirmed = 0  # the highest flush marker answered
+        self._local: Any = None  # the sink in this process, once the child is gone
+        self._closed = False
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "dspy_rdf.background"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, close_fds=True,
+        )  # fmt: skip
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+        try:
+            _send(self._process.stdin, spec)
+            answer = _receive(self._process.stdout)
+        except OSError:
+            answer = None
+        if answer is None or answer[0] != "ready":
+            self._process.kill()
+            self._process.wait()
+            if answer is None:
+                raise BackgroundWriterError("OSError", "the writer process ended before it was ready")
+            raise BackgroundWriterError(answer[1], answer[2])
+        self._reader = threading.Thread(target=self._read_answers, name="dspy-rdf-writer-answers", daemon=True)
+        self._reader.start()
+        _OPEN.add(self)
+
+    # --- the program's side --------------------------------------------------------------------------------------
+
+    def submit(self, trace: Any) -> None:
+        """Hand one run over (written in order); returns at once unless the pipe is full."""
+        with self._lock:
+            if self._local is None and os.getpid() == self._pid and not self._closed:
+                self._sequence += 1
+                with self._pending_lock:
+                    self._pending[self._sequence] = trace
+                try:
+                    _send(self._process.stdin, ("run", self._sequence, trace))
+                    return
+                except (OSError, ValueError):  # the child is gone (BrokenPipeError), or the pipe closed
+                    self._take_over()
+                    return
+        self._write_here(trace)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every run handed over so far is written (or given to ``on_failure``); False on timeout."""
+        with self._lock:
+            if self._local is not None or self._closed or os.getpid() != self._pid:
+                return True
+            self._sequence += 1
+            marker = self._sequence
+            try:
+                _send(self._process.stdin, ("flush", marker))
+            except (OSError, ValueError):
+                self._take_over()
+                return True
+        with self._done:
+            return self._done.wait_for(lambda: self._confirmed >= marker or self._local is not None, timeout=timeout)
+
+    def close(self) -> None:
+        """Write what is pending, stop the child (it closes its sink) and wait for it; idempotent."""
+        with self._lock:
+            if self._closed or os.getpid() != self._pid:
+                return
+            self._closed = True
+            if self._local is None:
+                with contextlib.suppress(OSError, ValueError):
+                    _send(self._process.stdin, ("close",))
+                with contextlib.suppress(OSError):
+                    self._process.stdin.close()
+        self._reader.join()
+        self._process.wait()
+        _OPEN.discard(self)
+        if self._local is not None and hasattr(self._local, "close"):
+            self._local.close()
+
+    # --- answers -------------------------------------------------------------------------------------------------
+
+    def _read_answers(self) -> None:
+        stdout = self._process.stdout
+        while True:
+            try:
+                answer = _receive(stdout)
+            except (OSError, pickle.UnpicklingError, EOFError):
+                answer = None
+            if answer is None:
+                break
+            kind = answer[0]
+            if kind == "closed":
+                break
+            if kind == "done":
+                with self._pending_lock:
+                    self._pending.pop(answer[1], None)
+            elif kind == "failed":
+                with self._pending_lock:
+                    trace = self._pending.pop(answer[1], None)
+                if trace is not None:
+                    self.on_failure(trace, answer[2])
+            elif kind == "flushed":
+                with self._done:
+                    self._confirmed = max(self._confirmed, answer[1])
+                    self._done.notify_all()
+        with self._lock:  # the child is gone, so a program thread that held this lock got a broken pipe and let go
+            if self._pending:  # the child ended without confirming these: write them here
+                self._take_over()
+        with self._done:
+            self._done.notify_all()
+
+    def _take_over(self) -> None:
+        """The child is gone: from now on runs are written in this process, starting with those it did not confirm.
+        Called with ``self._lock`` held."""
+        if self._local is None:
+            log.warning("dspy-rdf: the writer process ended; runs are written in the program's process from now on")
+            with contextlib.suppress(Exception):
+                self._process.kill()
+            try:
+                self._local = self.fallback()
+            except Exception as exc:  # noqa: BLE001 - the runs go back to the recorder instead
+                for trace in self._take_pending():
+                    self.on_failure(trace, f"{type(exc).__name__}: {exc}")
+                return
+        for trace in self._take_pending():
+            self._write_here(trace)
+
+    def _take_pending(self) -> list[Any]:
+        with self._pending_lock:
+            pending, self._pending = [self._pending[n] for n in sorted(self._pending)], {}
+        return pending
+
+    def _write_here(self, trace: Any) -> None:
+        if self._local is None:
+            self._local = self.fallback()
+        try:
+            self._local.write(trace)
+        except Exception as exc:  # noqa: BLE001 - given back to the recorder
+            self.on_failure(trace, f"{type(exc).__name__}: {exc}")
+
+
+# --- the child's side --------------------------------------------------------------------------------------------
+
+
+def make_sink(spec: tuple[str, dict[str, Any]]) -> Any:
+    """The synchronous sink a spec describes: ``("module:Class", keyword arguments)``, made by calling that class."""
+    import importlib
+
+    where, options = spec
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)(**options)
+
+
+def _serve() -> None:
+    # Ctrl-C in a terminal reaches the whole process group: the program decides when to stop, and this process
+    # writes what it was given until the program closes the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    spec = _receive(stdin)
+    if spec is None:
+        return
+    try:
+        sink = make_sink(spec)
+    except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it
+        _send(stdout, ("error", type(exc).__name__, str(exc)))
+        return
+    _send(stdout, ("ready",))
+    try:
+        while (message := _receive(stdin)) is not None and message[0] != "close":
+            if message[0] == "run":
+                try:
+                    sink.write(message[2])
+                except Exception as exc:  # noqa: BLE001 - the run goes back to the program
+                    _send(stdout, ("failed", message[1], f"{type(exc).__name__}: {exc}"))
+                else:
+                    _send(stdout, ("done", message[1]))
+            elif message[0] == "flush":
+                _send(stdout, ("flushed", message[1]))
+    finally:
+        if hasattr(sink, "close"):
+            sink.close()
+    _send(stdout, ("closed",))
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):  # the program's Ctrl-C reaches its child too
+        _serve()

@@ -1,0 +1,269 @@
+"""OpenTelemetry spans as OTLP JSON -> program runs.
+
+OTLP JSON is what the OpenTelemetry Collector's file exporter writes (one ``ExportTraceServiceRequest`` per line) and
+what ``google.protobuf.json_format.MessageToDict`` makes of the SDK's encoded spans: ``{"resourceSpans": [{"resource":
+{"attributes": [...]}, "scopeSpans": [{"scope": {...}, "spans": [...]}]}]}``. Both spellings of its fields are read
+(``resourceSpans`` and protobuf's ``resource_spans``), ids as hex (OTLP/JSON) or base64 (protobuf's JSON), 64-bit
+integers as numbers or text, enums by name or number, attribute values of every ``AnyValue`` kind. A JSON list of such
+requests is read too.
+
+The spans of one trace (one ``traceId``) become one program run (:mod:`dspy_rdf.sources.spans`), whose attributes are
+read in every vocabulary side by side (:mod:`dspy_rdf.sources.conventions`); the trace keeps its id
+(``source_trace_id``, 32 hex digits). One export may hold many traces, and one trace may be spread over several
+exports (several lines of a JSON Lines file): a trace is complete, and read, once its root span (no parent) has been
+read, so a file of any size is read keeping only the traces whose root has not come yet; those left when the input
+ends are read as they are. The resource's attributes and the instrumentation scope, which no slot holds, are listed
+in ``losses``. MLflow encodes each attribute value it sets as JSON text: spans of MLflow's tracer (scope ``mlflow...``)
+and ``mlflow.*`` attributes are decoded as MLflow decodes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy_rdf import model as m
+from dspy_rdf.errors import TraceInputError
+from dspy_rdf.fields import expect_object, fail, get_list, kind_of
+from dspy_rdf.live import loss
+from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
+from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
+
+__all__ = ["SOURCE", "decode_any_value", "is_otlp", "spans_from_otlp"]
+
+_STATUS = {
+    "STATUS_CODE_UNSET": SpanStatus.UNSET,
+    "STATUS_CODE_OK": SpanStatus.OK,
+    "STATUS_CODE_ERROR": SpanStatus.ERROR,
+    0: SpanStatus.UNSET,
+    1: SpanStatus.OK,
+    2: SpanStatus.ERROR,
+}
+_EXPORTER_RESOURCE = frozenset({"service.name", "telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"})
+
+
+def _get(d: dict[str, Any], camel: str) -> Any:
+    """A field by its OTLP/JSON (lowerCamelCase) name or its protobuf (snake_case) name."""
+    if camel in d:
+        return d[camel]
+    return d.get(re.sub(r"([A-Z])", lambda x: "_" + x.group(1).lower(), camel))
+
+
+def is_otlp(value: Any) -> bool:
+    """Whether ``value`` is an OTLP JSON export (``resourceSpans``), or a non-empty list of them. Never raises."""
+    if isinstance(value, list):
+        return bool(value) and all(map(is_otlp, value))
+    return isinstance(value, dict) and isinstance(_get(value, "resourceSpans"), list)
+
+
+def decode_any_value(value: Any, path: str) -> Any:
+    """An OTLP ``AnyValue`` as plain JSON data (``{"stringValue": "x"}`` -> ``"x"``, ``kvlistValue`` -> an object,
+    ``intValue`` text -> an integer, ``bytesValue`` -> its base64 text, ``{}`` -> null)."""
+    d = expect_object(value, path)
+    if not d:
+        return None
+    for key in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
+        found = _get(d, key)
+        if found is not None:
+            return found
+    found = _get(d, "intValue")
+    if found is not None:
+        if isinstance(found, str) and re.fullmatch(r"-?\d+", found):
+            return int(found)
+        if isinstance(found, int) and not isinstance(found, bool):
+            return found
+        raise fail(f"{path}.intValue", f"expected an integer, got {found!r}")
+    found = _get(d, "arrayValue")
+    if found is not None:
+        values = get_list(expect_object(found, f"{path}.arrayValue"), "values", f"{path}.arrayValue")
+        return [decode_any_value(v, f"{path}.arrayValue.values[{i}]") for i, v in enumerate(values)]
+    found = _get(d, "kvlistValue")
+    if found is not None:
+        return _key_values(expect_object(found, f"{path}.kvlistValue").get("values") or [], f"{path}.kvlistValue.values")
+    raise fail(path, f"unknown attribute value {', '.join(sorted(map(str, d)))}; expected an OTLP AnyValue")
+
+
+def _key_values(items: Any, path: str) -> dict[str, Any]:
+    if not isinstance(items, list):
+        raise fail(path, f"expected a list of key-values, got {kind_of(items)}")
+    out = {}
+    for i, item in enumerate(items):
+        kv = expect_object(item, f"{path}[{i}]")
+        key = kv.get("key")
+        if not isinstance(key, str):
+            raise fail(f"{path}[{i}].key", f"expected a string, got {kind_of(key)}")
+        out[key] = decode_any_value(kv.get("value") or {}, f"{path}[{i}].value")
+    return out
+
+
+def _span(d: dict[str, Any], path: str, trace_id: str, mlflow_scope: bool) -> Span:
+    span_id = hex_id(_get(d, "spanId"), f"{path}.spanId", 8)
+    parent = _get(d, "parentSpanId")
+    name = d.get("name")
+    if not isinstance(name, str):
+        raise fail(f"{path}.name", f"expected a string, got {kind_of(name)}")
+    start = nanoseconds(_get(d, "startTimeUnixNano"), f"{path}.startTimeUnixNano")
+    if start is None:
+        raise fail(f"{path}.startTimeUnixNano", "is required")
+    attributes = _key_values(d.get("attributes") or [], f"{path}.attributes")
+    attributes = {
+        k: mlflow_value(v, f"{path}.attributes.{k}") if mlflow_scope or k.startswith("mlflow.") else v for k, v in attributes.items()
+    }
+    status = expect_object(d.get("status") or {}, f"{path}.status")
+    raw_code = status.get("code", 0)
+    code = _STATUS.get(raw_code) if isinstance(raw_code, (str, int)) else None
+    if code is None:
+        raise fail(f"{path}.status.code", f"unknown status code {status.get('code')!r}")
+    events = []
+    for i, raw in enumerate(get_list(d, "events", path)):
+        event = expect_object(raw, f"{path}.events[{i}]")
+        events.append((str(event.get("name", "")), _key_values(event.get("attributes") or [], f"{path}.events[{i}].attributes")))
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=hex_id(parent, f"{path}.parentSpanId", 8) if parent else None,
+        name=name,
+        start_ns=start,
+        end_ns=nanoseconds(_get(d, "endTimeUnixNano"), f"{path}.endTimeUnixNano"),
+        attributes=attributes,
+        path=path,
+        status=code,
+        status_message=str(status.get("message") or ""),
+        events=events,
+        links=len(get_list(d, "links", path)),
+    )
+
+
+@dataclass
+class _Pending:
+    """The spans of one trace read so far."""
+
+    spans: list[Span] = field(default_factory=list)
+    resource: set[str] = field(default_factory=set)
+    scopes: set[str] = field(default_factory=set)
+    error: TraceInputError | None = None
+    line: int | None = None
+    complete: bool = False
+
+
+def spans_from_otlp(value: Any, path: str = "") -> Iterator[tuple[str, Span | TraceInputError, set[str], str]]:
+    """Every span of an OTLP JSON export, as ``(trace id, span or the error reading it, resource attribute keys,
+    scope)``; a span whose trace id cannot be read raises."""
+    prefix = f"{path}." if path else ""
+    d = expect_object(value, path or "export")
+    resource_spans = _get(d, "resourceSpans")
+    if not isinstance(resource_spans, list):
+        raise fail(f"{prefix}resourceSpans", f"expected a list, got {kind_of(resource_spans)}")
+    for r, raw in enumerate(resource_spans):
+        rp = f"{prefix}resourceSpans[{r}]"
+        rs = expect_object(raw, rp)
+        resource = expect_object(rs.get("resource") or {}, f"{rp}.resource")
+        resource_keys = set(_key_values(resource.get("attributes") or [], f"{rp}.resource.attributes"))
+        scope_spans = _get(rs, "scopeSpans")
+        if scope_spans is None:
+            scope_spans = _get(rs, "instrumentationLibrarySpans") or []
+        if not isinstance(scope_spans, list):
+            raise fail(f"{rp}.scopeSpans", f"expected a list, got {kind_of(scope_spans)}")
+        for s, raw_scope in enumerate(scope_spans):
+            sp = f"{rp}.scopeSpans[{s}]"
+            ss = expect_object(raw_scope, sp)
+            scope = expect_object(ss.get("scope") or _get(ss, "instrumentationLibrary") or {}, f"{sp}.scope")
+            scope_name = str(scope.get("name") or "")
+            scope_text = " ".join(str(x) for x in (scope.get("name"), scope.get("version")) if x)
+            spans = ss.get("spans") or []
+            if not isinstance(spans, list):
+                raise fail(f"{sp}.spans", f"expected a list, got {kind_of(spans)}")
+            for i, raw_span in enumerate(spans):
+                p = f"{sp}.spans[{i}]"
+                span = expect_object(raw_span, p)
+                trace_id = hex_id(_get(span, "traceId"), f"{p}.traceId", 16)
+                try:
+                    read: Span | TraceInputError = _span(span, p, trace_id, scope_name.startswith("mlflow"))
+                except TraceInputError as exc:
+                    read = exc
+                yield trace_id, read, resource_keys, scope_text
+
+
+def _run(trace_id: str, pending: _Pending) -> m.Trace:
+    losses = []
+    own = any(s.parent_id is None and OWN + "source_format" in s.attributes for s in pending.spans)
+    resource = sorted(pending.resource - (_EXPORTER_RESOURCE if own else set()))
+    scopes = sorted(x for x in pending.scopes if x and not (own and x.startswith("dspy-rdf")))
+    if resource or scopes:
+        what = [f"the resource attributes {', '.join(resource)}"] if resource else []
+        what += [f"the instrumentation scope {', '.join(scopes)}"] if scopes else []
+        losses.append(loss("resource", f"no slot holds {' and '.join(what)}"))
+    return run_from_spans(pending.spans, source_format="otlp", source_trace_id=trace_id, losses=losses)
+
+
+class _Traces(Assembly):
+    """The traces of one input; a trace is read once its root span has come (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, _Pending] = {}
+
+    def add(self, value: Any, kind: m.SourceKind, line: int | None) -> Iterator[Read]:
+        exports = [(f"[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [("", value)]
+        touched: list[str] = []
+        try:
+            for path, export in exports:
+                for trace_id, span, resource, scope in spans_from_otlp(export, path):
+                    pending = self.pending.setdefault(trace_id, _Pending())
+                    if trace_id not in touched:
+                        touched.append(trace_id)
+                    pending.line = line
+                    pending.resource |= resource
+                    pending.scopes.add(scope)
+                    if isinstance(span, TraceInputError):
+                        pending.error = pending.error or span
+                        continue
+                    pending.spans.append(span)
+                    if span.parent_id is None:
+                        pending.complete = True
+        except TraceInputError as exc:
+            yield Read(error=exc.located(line=line), line=line)
+        for trace_id in touched:
+            if self.pending[trace_id].complete:
+                yield self._read(trace_id)
+
+    def _read(self, trace_id: str) -> Read:
+        pending = self.pending.pop(trace_id)
+        if pending.error is not None:
+            return Read(error=pending.error.located(line=pending.line), line=pending.line)
+        try:
+            return Read(trace=_run(trace_id, pending), line=pending.line)
+        except TraceInputError as exc:
+            return Read(error=exc.located(line=pending.line), line=pending.line)
+
+    def finish(self) -> Iterator[Read]:
+        for trace_id in list(self.pending):
+            yield self._read(trace_id)
+
+
+class _OTLP(Source):
+    format = "otlp"
+    description = "OpenTelemetry spans as OTLP JSON (resourceSpans -> scopeSpans -> spans), or a list of such exports"
+
+    def detect(self, value: Any) -> m.SourceKind | None:
+        return "program_run" if is_otlp(value) else None
+
+    def shape(self, value: Any) -> m.SourceKind | None:
+        return "program_run" if isinstance(value, (dict, list)) else None
+
+    def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
+        assembly = _Traces()
+        reads = [*assembly.add(value, kind, None), *assembly.finish()]
+        if len(reads) != 1:
+            raise TraceInputError(f"this value holds {len(reads)} OpenTelemetry traces, not one")
+        if reads[0].error is not None:
+            raise reads[0].error
+        return reads[0].trace
+
+    def assembly(self, options: ReadOptions) -> Assembly:
+        return _Traces()
+
+
+SOURCE = _OTLP()
+"""OpenTelemetry spans as OTLP JSON."""

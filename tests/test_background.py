@@ -1,0 +1,136 @@
+"""File and store sinks write in a process of their own: nothing handed over is lost, whatever happens to it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import dspy
+import pytest
+
+from dspy_rdf import model as m
+from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder
+from dspy_rdf.identity import trace_iri
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.redact import Redactor
+from dspy_rdf.store import EmbeddedStore, StoreLockedError
+from lms import EchoLM
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[m.Trace]:
+    """Real recorded runs of a dspy.Predict program on the real dspy.LM (offline)."""
+    memory = MemorySink()
+    recorder = TraceRecorder(memory)
+    with dspy.context(lm=EchoLM(), callbacks=[recorder]):
+        for n in range(12):
+            dspy.Predict("question -> answer")(question=f"say {n}")
+    assert len(memory.traces) == 12 and recorder.errors == []
+    return memory.traces
+
+
+def stored_runs(path) -> list[m.Trace]:
+    out = []
+    for item in read_traces(path):
+        item.trace.source_index = None  # the line of the file; a recorded run has none
+        out.append(item.trace)
+    return out
+
+
+def test_runs_handed_over_are_written_in_order_once_flushed(tmp_path, runs):
+    sink = FileSink(tmp_path / "runs.jsonl")
+    for trace in runs:
+        sink.write(trace)
+    assert sink.flush(timeout=60)
+    assert stored_runs(tmp_path / "runs.jsonl") == runs
+    sink.close()
+    sink.close()
+
+
+def test_when_the_writer_process_is_killed_its_runs_are_written_by_the_program(tmp_path, runs):
+    sink = FileSink(tmp_path / "runs.jsonl")
+    recorder = TraceRecorder(sink)
+    for trace in runs[:6]:
+        sink.write(trace)
+    os.kill(sink._writer._process.pid, signal.SIGKILL)  # whatever it had not confirmed is written here
+    for trace in runs[6:]:
+        sink.write(trace)
+    sink.close()
+    assert recorder.unwritten == []
+    # None lost. A run the child wrote but had no time to confirm is written again: a line more in the file, which
+    # export reads as the same trace (the same IRI), as a store keeps it once.
+    back = stored_runs(tmp_path / "runs.jsonl")
+    assert {trace_iri(t) for t in back} == {trace_iri(t) for t in runs}
+
+
+def test_a_run_the_writer_process_cannot_write_goes_back_to_the_recorder(tmp_path, runs):
+    path = tmp_path / "runs.jsonl"
+    sink = FileSink(path)
+    recorder = TraceRecorder(sink)
+    sink.write(runs[0])
+    sink.flush()
+    path.unlink()
+    path.mkdir()  # appending to it now fails in the writer process
+    sink.write(runs[1])
+    sink.close()
+    assert recorder.unwritten == [runs[1]]
+    assert len(recorder.errors) == 1 and "IsADirectoryError" in recorder.errors[0] and "recorder.unwritten" in recorder.errors[0]
+
+
+def test_a_program_that_exits_without_flushing_loses_no_run(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(os.path.dirname(__file__))!r})
+        import dspy
+        from lms import EchoLM
+        from dspy_rdf.capture import FileSink, StoreSink, TraceRecorder
+        recorders = [TraceRecorder(FileSink("runs.nq")), TraceRecorder(StoreSink("store"))]
+        with dspy.context(lm=EchoLM(), callbacks=recorders):
+            for n in range(5):
+                dspy.Predict("question -> answer")(question=f"say {{n}}")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "runs.nq").read_text().count("/source_kind> \"program_run\"") == 5
+    with EmbeddedStore(tmp_path / "store", read_only=True) as store:
+        assert store.stats()["traces"] == 5
+
+
+def test_a_store_held_by_another_process_is_a_clear_error_when_the_sink_is_made(tmp_path):
+    with EmbeddedStore(tmp_path / "store"):
+        with pytest.raises(StoreLockedError, match="locked"):
+            StoreSink(tmp_path / "store")
+
+
+def test_a_redactor_with_a_callback_of_its_own_writes_in_the_program(tmp_path, runs):
+    sink = FileSink(tmp_path / "runs.jsonl", redactor=Redactor(callback=lambda text: text.replace("say", "s*y")))
+    assert sink._writer is None  # the callback lives in this process
+    sink.write(runs[0])
+    assert "s*y 0" in (tmp_path / "runs.jsonl").read_text()
+
+
+def test_a_forked_process_writes_its_runs_itself(tmp_path, runs):
+    sink = FileSink(tmp_path / "runs.jsonl")
+    sink.write(runs[0])
+    pid = os.fork()
+    if pid == 0:  # the child: the pipe belongs to its parent
+        try:
+            sink.write(runs[1])
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    sink.write(runs[2])
+    sink.close()
+    assert sorted(stored_runs(tmp_path / "runs.jsonl"), key=lambda t: t.calls[0].started_at) == runs[:3]
+
+
+def test_a_store_sink_closed_has_every_run_it_was_handed(tmp_path, runs):
+    sink = StoreSink(tmp_path / "store")
+    for trace in runs:
+        sink.write(trace)
+    sink.close()
+    with EmbeddedStore(tmp_path / "store", read_only=True) as store:
+        assert store.trace_iris() == sorted(trace_iri(t) for t in runs)
