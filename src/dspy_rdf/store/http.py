@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import functools
 import json
 import logging
 import os
@@ -381,7 +382,7 @@ class HttpClient:
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
         message = f"{method} {shown}: HTTP {status} {response.reason_phrase}{tries}" + (f": {body}" if body else "")
         virtuoso = _VIRTUOSO_ERROR.search(response.text[:500])
-        if status in (401, 403) or virtuoso is not None and virtuoso.group(2) == "SR186":
+        if status in (401, 403) or virtuoso is not None and virtuoso.group(2) in _VIRTUOSO_PERMISSION_ERRORS:
             kind: type[RemoteHTTPError] = RemoteAuthError
             message += f" (credentials are read from ${USER_ENV} and ${PASSWORD_ENV}, or ${TOKEN_ENV}; auth used: {self.auth_scheme.value})"
         elif is_query and (status == 400 or virtuoso is not None):
@@ -408,6 +409,10 @@ class HttpClient:
             raise MalformedAnswer(f"the answer is not valid JSON ({exc})") from None
         cap = response.headers.get(MAX_ROWS_HEADER)
         return _normalize_results(doc), int(cap) if cap and cap.strip().isdigit() else None
+
+
+_VIRTUOSO_PERMISSION_ERRORS = frozenset({"SR186", "SQ033"})
+"""Virtuoso's errors for a missing permission (no ``SPARQL_UPDATE`` role, no ``SELECT`` right), sent as HTTP 500."""
 
 
 def _transient(response: httpx.Response) -> bool:
@@ -443,7 +448,29 @@ def _normalize_term(term: dict[str, Any]) -> dict[str, Any]:
             out["xml:lang"] = out.pop("lang")
         if out.get("datatype") == _XSD_STRING or ("xml:lang" in out and out.get("datatype") == _RDF_LANG_STRING):
             del out["datatype"]
+        elif out.get("datatype") in _CANONICAL_TYPES and isinstance(out.get("value"), str):
+            out["value"] = _canonical(out["value"], out["datatype"])
     return out
+
+
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_CANONICAL_TYPES = frozenset(_XSD + name for name in ("boolean", "integer", "decimal", "double", "float", "dateTime", "date"))
+"""Datatypes whose values a server may write in another lexical form than pyoxigraph (Virtuoso: ``1`` for
+``true``, ``2031-01-01T10:00:03.500000Z`` for ``2031-01-01T10:00:03.5Z``)."""
+_CANONICAL_STORE = ox.Store()
+
+
+@functools.lru_cache(maxsize=65_536)
+def _canonical(value: str, datatype: str) -> str:
+    """The lexical form pyoxigraph gives this value (``value`` itself when pyoxigraph cannot read it)."""
+    if datatype == _XSD + "boolean" and value in ("0", "1"):
+        return "true" if value == "1" else "false"
+    try:
+        literal = ox.Literal(value, datatype=ox.NamedNode(datatype))
+        [row] = list(_CANONICAL_STORE.query(f"SELECT ?v WHERE {{ VALUES ?v {{ {literal} }} }}"))
+        return row["v"].value
+    except (SyntaxError, ValueError):
+        return value
 
 
 _TERM_TYPES = frozenset({"uri", "literal", "typed-literal", "bnode", "triple"})

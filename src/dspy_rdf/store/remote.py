@@ -108,7 +108,9 @@ class WriteMethod(str, Enum):
     """How :meth:`RemoteStore.put` sends traces (``$DSPY_RDF_STORE_WRITE``; see the module documentation)."""
 
     AUTO = "auto"
-    """``QUADS`` on Oxigraph, ``UPDATE`` on any other server (told by its ``Server`` header)."""
+    """``QUADS`` on Oxigraph, ``GRAPH`` on Virtuoso, ``UPDATE`` on any other server (told by its ``Server`` header).
+    Virtuoso 7 runs ``INSERT DATA`` at a quarter of the rate of Graph Store ``PUT`` s and compiles at most about 1,000
+    triples in one (SP031), so it gets one ``PUT`` per trace (measured: ``bench/bench_remote.py``)."""
     QUADS = "quads"
     """N-Quads of many traces ``POST``-ed to the Graph Store endpoint without a graph (Oxigraph, Fuseki)."""
     UPDATE = "update"
@@ -119,6 +121,9 @@ class WriteMethod(str, Enum):
 
 DEFAULT_REQUEST_BYTES = {WriteMethod.QUADS: 16 << 20, WriteMethod.UPDATE: 4 << 20}
 """The default bound on a write request's body: Virtuoso refuses SPARQL text of more than about 10 MB."""
+UPDATE_REQUEST_TRIPLES = 800
+"""The most triples of one ``INSERT DATA`` (Virtuoso 7 compiles no update that makes more than 10,000 lines of SQL:
+about 1,000 triples)."""
 
 
 def endpoints_for(url: str) -> tuple[str, str, str]:
@@ -287,7 +292,9 @@ class RemoteStore(TraceStore):
             if source is None:
                 raise MalformedAnswer(f"the answer is {media}, not RDF")
             try:
-                return ox.serialize(ox.parse(response.content, format=source), format=ox.RdfFormat.N_TRIPLES) or b""
+                canonical = ox.Store()  # literals in pyoxigraph's lexical form, as the embedded store answers
+                canonical.extend(ox.Quad(t.subject, t.predicate, t.object) for t in ox.parse(response.content, format=source))
+                return canonical.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph()) or b""
             except SyntaxError as exc:
                 raise MalformedAnswer(f"the answer is not valid {media}: {exc}") from None
 
@@ -319,7 +326,10 @@ class RemoteStore(TraceStore):
     def _write_method(self) -> WriteMethod:
         if self.write is not WriteMethod.AUTO:
             return self.write
-        return WriteMethod.QUADS if (self.server or "").lower().startswith("oxigraph") else WriteMethod.UPDATE
+        server = (self.server or "").lower()
+        if server.startswith("oxigraph"):
+            return WriteMethod.QUADS
+        return WriteMethod.GRAPH if "virtuoso" in server else WriteMethod.UPDATE
 
     def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[tuple[str, str]]:
         """Send a batch in requests of whole traces (see the module docstring). A :class:`StoreError` from here
@@ -329,7 +339,8 @@ class RemoteStore(TraceStore):
         written: list[str] = []
         refused: list[tuple[str, str]] = []
         try:
-            for group in _requests(batch, limit if method is not WriteMethod.GRAPH else 0):
+            triples = UPDATE_REQUEST_TRIPLES if method is WriteMethod.UPDATE else 0
+            for group in _requests(batch, limit if method is not WriteMethod.GRAPH else 0, triples):
                 out = self._write_group(group, method)
                 refused += out
                 gone = {iri for iri, _ in out}
@@ -347,7 +358,7 @@ class RemoteStore(TraceStore):
             self._send_traces(group, method)
             return []
         except RemoteHTTPError as exc:
-            if isinstance(exc, RemoteAuthError) or exc.status not in (400, 413, 422) and exc.status < 500:
+            if isinstance(exc, RemoteAuthError) or not _refuses_values(exc):
                 raise
             if len(group) == 1:
                 return [(group[0].iri, f"the server refused it: {exc}")]
@@ -360,7 +371,7 @@ class RemoteStore(TraceStore):
         # Every write only adds the triples of whole traces, which are the same whoever sends them: safe to repeat.
         if method is WriteMethod.GRAPH:
             [item] = group
-            self._http.request("PUT", self._graph_url(item.iri), idempotent=True, content=_ntriples(item), headers={"Content-Type": N_TRIPLES})
+            self._http.request("PUT", self._graph_url(item.iri), idempotent=True, content=_escaped(_ntriples(item)), headers={"Content-Type": N_TRIPLES})
         elif method is WriteMethod.QUADS:
             url: str | httpx.URL = self.gsp_url
             if (self.server or "").lower().startswith("oxigraph"):
@@ -403,7 +414,7 @@ class RemoteStore(TraceStore):
                 f"the server sent {len(triples)} of the {expected} triples of {iri}", method="GET", url=safe_url(self.gsp_url)
             )
         canonical = ox.Store()  # literals as pyoxigraph keeps them, whatever lexical form the server wrote
-        canonical.extend(ox.Quad(s, p, o, graph) for s, p, o in triples)
+        canonical.extend(ox.Quad(s, p, _restored(p, o), graph) for s, p, o in triples)
         return list(canonical.quads_for_pattern(None, None, None, graph))
 
     def _graph_triples(self, iri: str) -> set[tuple[Any, Any, Any]]:
@@ -447,6 +458,29 @@ class RemoteStore(TraceStore):
 # --- helpers ---------------------------------------------------------------------------------------------------
 
 
+_DECIMAL_PREDICATES = frozenset(v.slot_iri(slot) for slot in v.DECIMAL_SLOTS)
+_XSD_INTEGER = ox.NamedNode(v.XSD_INTEGER)
+_XSD_DECIMAL = ox.NamedNode(v.XSD_DECIMAL)
+
+
+def _restored(predicate: Any, term: Any) -> Any:
+    """An integral number in the datatype the mapping wrote it in, which the server may have changed (Virtuoso 7
+    keeps ``"2"^^xsd:decimal`` as an integer, and an integer beyond 32 bits read from N-Triples as a decimal): the
+    mapping writes ``xsd:decimal`` for the :data:`~dspy_rdf.vocab.DECIMAL_SLOTS` only, integers everywhere else."""
+    if not isinstance(term, ox.Literal) or term.datatype not in (_XSD_INTEGER, _XSD_DECIMAL):
+        return term
+    wanted = _XSD_DECIMAL if predicate.value in _DECIMAL_PREDICATES else _XSD_INTEGER
+    if term.datatype == wanted or "." in term.value.rstrip("0").rstrip(".") and wanted == _XSD_INTEGER:
+        return term
+    return ox.Literal(term.value.split(".")[0] if wanted == _XSD_INTEGER else term.value, datatype=wanted)
+
+
+def _refuses_values(exc: RemoteHTTPError) -> bool:
+    """Whether an error says the server refused what a request held (a value it cannot keep: HTTP 400, 413, 422, or
+    Virtuoso's data errors, SQLSTATE class 22, which it may send as HTTP 500), rather than that it failed."""
+    return exc.status in (400, 413, 422) or exc.status >= 500 and re.search(r"Virtuoso 22\w{3} Error", exc.body) is not None
+
+
 def _iri_ref(iri: str) -> str:
     if not iri or _NOT_IN_IRI.search(iri):
         raise ValueError(f"not an IRI that can name a graph: {iri!r}")
@@ -468,15 +502,17 @@ def _escaped(ntriples: bytes) -> bytes:
     return _CONTROL.sub(lambda match: b"\\u%04X" % match.group(0)[0], ntriples)
 
 
-def _requests(batch: list[EncodedTrace], limit: int) -> Iterator[list[EncodedTrace]]:
-    """The batch in groups of whole traces of at most ``limit`` bytes each (a larger trace alone; ``0``: one each)."""
+def _requests(batch: list[EncodedTrace], limit: int, triples: int = 0) -> Iterator[list[EncodedTrace]]:
+    """The batch in groups of whole traces of at most ``limit`` bytes (``0``: one trace each) and, when ``triples``
+    is set, at most that many triples each; a trace larger than a bound goes alone."""
     group: list[EncodedTrace] = []
-    size = 0
+    size = count = 0
     for item in batch:
-        if group and size + len(item.data) > limit:
+        if group and (size + len(item.data) > limit or triples and count + item.triples > triples):
             yield group
-            group, size = [], 0
+            group, size, count = [], 0, 0
         group.append(item)
         size += len(item.data)
+        count += item.triples
     if group:
         yield group
