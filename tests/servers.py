@@ -120,7 +120,9 @@ def _virtuoso_binary(name: str) -> str:
     return found
 
 
-def virtuoso_ini(directory: Path, *, http_port: int, sql_port: int, max_rows: int = 10_000, buffers: int = 20_000) -> str:
+def virtuoso_ini(
+    directory: Path, *, http_port: int, sql_port: int, max_rows: int = 10_000, sorted_rows: int = 1_000_000, buffers: int = 20_000
+) -> str:
     """A ``virtuoso.ini`` that keeps every file of the server in ``directory``: the settings docs/remote-stores.md lists."""
     d = directory
     return f"""[Database]
@@ -139,6 +141,7 @@ DirsAllowed = ., {d}
 NumberOfBuffers = {buffers}
 MaxDirtyBuffers = {buffers * 3 // 4}
 CheckpointInterval = 60
+MaxSortedTopRows = {sorted_rows}
 [HTTPServer]
 ServerPort = 127.0.0.1:{http_port}
 ServerRoot = {VIRTUOSO_VSP}
@@ -173,7 +176,7 @@ def start_virtuoso(directory: Path, *, max_rows: int = 10_000, buffers: int = 20
         _wait_until_answering(process, f"{base}/sparql", log, "virtuoso-t", 120)
         statements = f"DB.DBA.USER_CREATE ('{VIRTUOSO_USER}', '{VIRTUOSO_PASSWORD}'); GRANT SPARQL_UPDATE TO \"{VIRTUOSO_USER}\";"
         if reader:
-            statements += f" DB.DBA.USER_CREATE ('{VIRTUOSO_READER}', '{VIRTUOSO_READER_PASSWORD}');"
+            statements += f" DB.DBA.USER_CREATE ('{VIRTUOSO_READER}', '{VIRTUOSO_READER_PASSWORD}'); GRANT SPARQL_SELECT TO \"{VIRTUOSO_READER}\";"
         server.isql(statements)
     except BaseException:
         server.stop()
