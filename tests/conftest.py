@@ -64,58 +64,74 @@ def fixture_json(request: pytest.FixtureRequest):
 collect_ignore_glob = ["data/*.py"]
 
 
-# --- a real Oxigraph server for the remote store tests (tests/test_store_remote.py, tests/test_store.py) -----------
+# --- real SPARQL servers for the remote store tests (tests/servers.py) ------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
+def _started(start, *args, **kwargs):
+    """A server from tests/servers.py, or a skip that says why it cannot run on this machine."""
+    from servers import ServerUnavailable
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    try:
+        return start(*args, **kwargs)
+    except ServerUnavailable as exc:
+        pytest.skip(f"cannot run this server here: {exc}")
 
 
 @pytest.fixture(scope="session")
 def oxigraph_server(tmp_path_factory: pytest.TempPathFactory):
     """The base URL of a real ``oxigraph serve`` (PyPI package ``oxigraph``) on 127.0.0.1, for the whole session."""
-    import shutil
-    import subprocess
-    import sys
-    import time
+    from servers import ServerUnavailable, start_oxigraph
 
-    import httpx
-
-    binary = Path(sys.executable).with_name("oxigraph")
-    command = str(binary) if binary.exists() else shutil.which("oxigraph")
-    if command is None:
-        pytest.fail("the oxigraph command is not installed: it is part of the test extra (pip install -e '.[test]')")
-    port = _free_port()
-    location = tmp_path_factory.mktemp("oxigraph-server")
-    log = (location.parent / "oxigraph-server.log").open("wb")
-    process = subprocess.Popen([command, "serve", "--location", str(location), "--bind", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"oxigraph serve exited with {process.returncode}; see {log.name}")
-            try:
-                if httpx.post(f"{url}/query", data={"query": "ASK {}"}, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"oxigraph serve did not answer on {url} within 30 s; see {log.name}")
-            time.sleep(0.05)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+        server = start_oxigraph(tmp_path_factory.mktemp("oxigraph-server"))
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc))  # part of the test extra: never skipped
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def virtuoso_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real Virtuoso 7 (Debian's virtuoso-opensource) on 127.0.0.1 for the whole session, with its stock row cap
+    (``ResultSetMaxRows = 10000``), a write user and a user without the ``SPARQL_UPDATE`` role; skipped, saying
+    why, where Virtuoso is not installed (``.ci/run`` installs it)."""
+    from servers import start_virtuoso
+
+    server = _started(start_virtuoso, tmp_path_factory.mktemp("virtuoso"), reader=True)
+    yield server
+    server.stop()
+
+
+CAPPED_ROWS = 5
+"""The row cap (``ResultSetMaxRows``) of :func:`virtuoso_capped`: fewer rows than any test store holds traces."""
+
+
+@pytest.fixture(scope="session")
+def virtuoso_capped(tmp_path_factory: pytest.TempPathFactory):
+    """A second Virtuoso whose row cap is :data:`CAPPED_ROWS`: every listing must page."""
+    from servers import start_virtuoso
+
+    server = _started(start_virtuoso, tmp_path_factory.mktemp("virtuoso-capped"), max_rows=CAPPED_ROWS)
+    yield server
+    server.stop()
+
+
+def clear_traces(store) -> None:
+    """Remove every trace graph of a remote store (never a server's own graphs)."""
+    names = store.trace_iris()
+    for start in range(0, len(names), 500):
+        store.update(" ;\n".join(f"DROP SILENT GRAPH <{name}>" for name in names[start:start + 500]))
+
+
+@pytest.fixture
+def server_env(monkeypatch: pytest.MonkeyPatch):
+    """Sets a server's credentials in the environment (where dspy-rdf reads them) for one test: ``server_env(server)``."""
+
+    def apply(server) -> None:
+        for name, value in server.env.items():
+            monkeypatch.setenv(name, value)
+
+    return apply
 
 
 @pytest.fixture
@@ -125,5 +141,18 @@ def remote_store(oxigraph_server: str):
 
     store = RemoteStore(oxigraph_server, timeout=30, connect_timeout=5, max_attempts=2, backoff=0.05)
     store.update("CLEAR ALL")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def virtuoso_store(virtuoso_server, server_env):
+    """A :class:`dspy_rdf.store.remote.RemoteStore` on the session's Virtuoso (digest authentication, credentials in
+    the environment as users set them), its trace graphs removed before each test."""
+    from dspy_rdf.store.remote import RemoteStore
+
+    server_env(virtuoso_server)
+    store = RemoteStore(virtuoso_server.url, timeout=60, connect_timeout=5, max_attempts=2, backoff=0.05)
+    clear_traces(store)
     yield store
     store.close()

@@ -79,6 +79,9 @@ NONEMPTY = st.one_of(st.sampled_from([h for h in HOSTILE if h]), st.text(alphabe
 BIG_INT = st.integers(min_value=-(10**40 - 1), max_value=10**40 - 1)
 INT = st.one_of(st.integers(min_value=-5, max_value=100_000), BIG_INT)
 FLOAT = st.floats(allow_nan=False, allow_infinity=False)
+DECIMAL = st.one_of(st.floats(min_value=-1e15, max_value=1e15, allow_nan=False), st.integers(min_value=-(10**15), max_value=10**15))
+"""Numbers of the decimal slots (cost, temperature, top_p): the range every store keeps exactly; a number beyond 20
+digits before the point is refused by the writer (test_a_decimal_beyond_what_stores_keep_is_refused_by_name)."""
 JSON_SCALAR = st.one_of(st.none(), st.booleans(), INT, FLOAT, TEXT)
 JSON = st.recursive(
     JSON_SCALAR,
@@ -190,9 +193,9 @@ TOOL_SPEC = obj(
     provider_data=JSON_OBJ,
 )
 CONFIG = obj(
-    temperature=nullable(st.one_of(FLOAT, INT)),
+    temperature=nullable(DECIMAL),
     max_tokens=nullable(INT),
-    top_p=nullable(FLOAT),
+    top_p=nullable(DECIMAL),
     stop=nullable(st.lists(TEXT, max_size=3)),
     n=nullable(INT),
     logprobs=nullable(st.one_of(st.booleans(), INT)),
@@ -236,7 +239,7 @@ RESPONSE = obj(
     {"outputs": st.lists(OUTPUT, min_size=1, max_size=2)},
     model=nullable(TEXT),
     usage=nullable(_usage()),
-    cost=nullable(st.one_of(FLOAT, INT)),
+    cost=nullable(DECIMAL),
     cache_hit=st.booleans(),
     response_id=nullable(TEXT),
     provider_data=JSON_OBJ,
@@ -476,3 +479,27 @@ def test_exporting_twice_gives_the_same_graph(value):
     # So does the trace read back from the graph.
     [(_, back)] = parse_traces(first, RdfFormat.N_QUADS)
     assert serialize_traces([back], RdfFormat.N_QUADS) == first
+
+
+@_settings(100)
+@given(value=st.floats(min_value=-1e15, max_value=1e15, allow_nan=False))
+def test_a_decimal_slot_keeps_a_number_to_15_places_and_writes_that_exactly(value):
+    """A cost is kept to 15 places after the point (what every store keeps): the model rounds once, the writer writes
+    that number's exact decimal text, and reading it back gives the same number again."""
+    from dspy_rdf import model as m
+
+    response = m.LMResponse(outputs=[m.LMOutput()], cost=value)
+    assert response.cost == round(value, 15) and abs(response.cost - value) <= 5e-16 + abs(value) * 1e-15
+    trace = m.Trace(source_kind="lm_response", source_format="dspy33", response=response)
+    [(_, back)] = parse_traces(serialize_traces([trace], RdfFormat.N_QUADS), RdfFormat.N_QUADS)
+    assert back.response.cost == response.cost and back == trace
+
+
+@pytest.mark.parametrize("value", [1e20, -1e20, 1e300, float("inf"), float("nan")])
+def test_a_decimal_beyond_what_stores_keep_is_refused_by_name(value):
+    from dspy_rdf import model as m
+    from dspy_rdf.errors import TraceInputError
+
+    trace = m.Trace(source_kind="lm_response", source_format="dspy33", response=m.LMResponse(outputs=[m.LMOutput()], cost=value))
+    with pytest.raises(TraceInputError, match=r"cost .* cannot be written as a decimal number that every store keeps"):
+        serialize_traces([trace], RdfFormat.N_QUADS)

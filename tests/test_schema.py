@@ -110,3 +110,9 @@ def test_the_python_model_agrees_with_the_schema(view, cls):
 def test_generated_artifacts_are_up_to_date():
     stale = generate_all(check=True)
     assert stale == [], f"run `python -m dspy_rdf.generate`: stale {stale}"
+
+
+def test_the_decimal_slots_are_those_of_range_decimal(view):
+    from dspy_rdf.vocab import DECIMAL_SLOTS
+
+    assert set(DECIMAL_SLOTS) == {name for name, slot in view.all_slots().items() if slot.range == "decimal"}

@@ -13,6 +13,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
+import pyoxigraph as ox
 import pytest
 
 from dspy_rdf import model as m
@@ -56,6 +57,13 @@ def sorted_dump(store, traces=None, trig=False) -> list[str]:
     return sorted(handle.getvalue().decode("utf-8").splitlines())
 
 
+def trig_quads(store) -> set:
+    """The quads of a TriG dump (how a serializer groups subjects depends on the order it is given the quads)."""
+    handle = io.BytesIO()
+    store.dump(handle, trig=True)
+    return set(ox.parse(handle.getvalue(), format=ox.RdfFormat.TRIG))
+
+
 # --- against a real Oxigraph server ----------------------------------------------------------------------------
 
 
@@ -76,7 +84,7 @@ def test_put_stats_iris_idempotence_delete_dump(remote_store, tmp_path):
         embedded.put(traces)
         assert remote_store.stats() == embedded.stats()
         assert sorted_dump(remote_store) == sorted_dump(embedded)
-        assert sorted_dump(remote_store, trig=True) == sorted_dump(embedded, trig=True)
+        assert trig_quads(remote_store) == trig_quads(embedded)
     first = sorted_dump(remote_store)
     again = remote_store.put(traces)
     assert again.written == [] and again.already_stored == iris
@@ -116,7 +124,7 @@ def test_a_bad_query_is_a_value_error_with_the_status(remote_store):
 def test_a_failed_put_says_which_traces_of_the_batch_were_written(oxigraph_server):
     """The Graph Store endpoint fails after the first trace: the error lists what was written."""
     traces = bundled()[:3]
-    with FakeServer() as fake, RemoteStore(oxigraph_server, gsp_url=fake.url + "/store", max_attempts=1) as store:
+    with FakeServer() as fake, RemoteStore(oxigraph_server, gsp_url=fake.url + "/store", max_attempts=1, write="graph") as store:
         fake.script(Reply(204), Reply(500, body="disk full"))
         with pytest.raises(RemoteHTTPError) as caught:
             store.put(traces)
@@ -297,7 +305,11 @@ def test_an_export_whose_existence_check_is_garbage_writes_nothing_and_says_so(t
 
 def test_a_graph_that_is_not_rdf_is_a_clear_error_on_dump():
     with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
-        fake.script(Reply(200, body="<html>not rdf", headers={"Content-Type": "application/n-triples"}))
+        sizes = {"head": {"vars": ["g", "n"]}, "results": {"bindings": [
+            {"g": {"type": "uri", "value": "urn:trace:1"}, "n": {"type": "literal", "value": "3", "datatype": "http://www.w3.org/2001/XMLSchema#integer"}}
+        ]}}  # fmt: skip
+        fake.script(Reply(200, body=json.dumps(sizes).encode(), headers={"Content-Type": "application/sparql-results+json"}))
+        fake.script(*[Reply(200, body="<html>not rdf", headers={"Content-Type": "application/n-triples"})] * FAST["max_attempts"])
         with pytest.raises(RemoteStoreError, match="not valid application/n-triples"):
             store.dump(io.BytesIO(), traces=["urn:trace:1"])
 
@@ -379,7 +391,7 @@ def test_credentials_do_not_follow_a_redirect_to_another_host(monkeypatch):
 def test_a_put_is_retried_and_its_body_is_n_triples():
     [trace] = bundled()[:1]
     iri, lines = trace_lines(trace)
-    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+    with FakeServer() as fake, RemoteStore(fake.url, write="graph", **FAST) as store:
         fake.script(EMPTY_RESULTS, Reply(503), Reply(201))
         report = store.put([trace], bulk=True)  # bulk is ignored remotely
     assert report.written == [iri]

@@ -18,7 +18,9 @@ Parameters are never pasted into query text as the user wrote them:
   each, e.g. ``VALUES (?tool) { (UNDEF) }``. As written that is valid SPARQL meaning "no filter"; binding a
   parameter replaces its ``UNDEF`` by the value serialised as one RDF term by :func:`sparql_term` (a literal
   escaped by pyoxigraph, re-parsed to check that it reads back as the same term), so the value is always
-  data: it can neither end the literal nor add syntax;
+  data: it can neither end the literal nor add syntax. The block sent keeps only the parameters that are set,
+  and is left out when none is (the same meaning: ``UNDEF`` constrains nothing; Virtuoso 7 joins an ``UNDEF`` row
+  wrongly after a ``BIND``);
 - ``date`` values must be ``YYYY-MM-DD`` and become ``xsd:date`` literals, ``int`` values become
   ``xsd:integer`` literals, both after validation;
 - a ``limit`` parameter is validated as a non-negative integer and only that integer replaces the number of
@@ -261,21 +263,23 @@ def bind_parameters(query: NamedQuery, params: dict[str, Any] | None = None) -> 
     text = query.text
     data_params = [p for p in query.parameters if not p.is_limit]
     if data_params:
-        cells = []
+        bound: list[tuple[str, str]] = []  # (variable, term) of the parameters given a value
         for p in data_params:
             value = params.get(p.name, p.default)
             if value is None:
-                cells.append("UNDEF")
                 continue
             try:
-                cells.append(sparql_term(value, p.type))
+                bound.append((p.name, sparql_term(value, p.type)))
             except ValueError as exc:
                 raise ValueError(f"parameter {p.name!r} of query {query.name!r}: {exc}") from None
-        variables = " ".join(f"?{p.name}" for p in data_params)
         match = _VALUES_BLOCK.search(text)
         assert match is not None  # checked when the library was read
         indent = match.group(0)[: len(match.group(0)) - len(match.group(0).lstrip())]
-        block = f"{indent}VALUES ({variables}) {{ ({' '.join(cells)}) }}"
+        if bound:
+            variables = " ".join(f"?{name}" for name, _ in bound)
+            block = f"{indent}VALUES ({variables}) {{ ({' '.join(term for _, term in bound)}) }}"
+        else:
+            block = f"{indent}# no parameter set"
         text = text[: match.start()] + block + text[match.end():]
     for p in query.parameters:
         if p.is_limit and p.name in params:

@@ -12,11 +12,28 @@ absent, as in DSPy, where those fields default to ``{}``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
 JSONValue = Any
 JSONObject = dict[str, Any]
+
+DECIMAL_PLACES = 15
+"""Decimal numbers of a trace (costs, ``temperature``, ``top_p``, scores) are kept to this many places after the
+point: what every store keeps exactly (Virtuoso keeps 15 places, pyoxigraph computes with 18), so that a trace reads
+back from any store as it was written. Binary noise of a float beyond that (``0.00030750000000000005`` from
+``0.0003 + 0.0000075``) is dropped when the trace is built; integers, booleans and numbers that need no more places
+are kept as they are."""
+
+
+def decimal_number(value: float | int | bool | None) -> float | int | bool | None:
+    """A decimal number as a trace keeps it: a float rounded to :data:`DECIMAL_PLACES` places after the point (a
+    float that is not finite is kept: the writer refuses it); anything else as it is."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return value
+    rounded = round(value, DECIMAL_PLACES)
+    return rounded if rounded != 0 else 0.0  # never -0.0
 
 PART_TYPES = (
     "text",
@@ -276,6 +293,10 @@ class LMConfig:
     prompt_cache: LMPromptCacheConfig | None = None
     extensions: JSONObject = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.temperature = decimal_number(self.temperature)
+        self.top_p = decimal_number(self.top_p)
+
 
 @dataclass(slots=True, kw_only=True)
 class LMRequest:
@@ -346,6 +367,9 @@ class LMResponse:
     response_id: str | None = None
     provider_data: JSONObject = field(default_factory=dict)
     metadata: JSONObject = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cost = decimal_number(self.cost)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -491,6 +515,9 @@ class ExampleResult:
     program_call: int | None = None
     error: str | None = None
 
+    def __post_init__(self) -> None:
+        self.score = decimal_number(self.score)
+
 
 @dataclass(slots=True, kw_only=True)
 class EvaluateCall:
@@ -507,6 +534,9 @@ class EvaluateCall:
     devset_size: int | None = None
     score: float | None = None
     example_results: list[ExampleResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.score = decimal_number(self.score)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -101,16 +101,6 @@ class _Graph:
         except ValueError:
             raise self.error(iri, v.slot_iri(slot), f"{text!r} is not an integer") from None
 
-    def double(self, iri: str, props: Node, slot: str) -> float | None:
-        text = self.literal(iri, props, slot, v.XSD_DOUBLE)
-        if text is None:
-            return None
-        special = {"INF": math.inf, "-INF": -math.inf, "NaN": math.nan}
-        try:
-            return special[text] if text in special else float(text)
-        except ValueError:
-            raise self.error(iri, v.slot_iri(slot), f"{text!r} is not a double") from None
-
     def decimal(self, iri: str, props: Node, slot: str) -> float | None:
         text = self.literal(iri, props, slot, v.XSD_DECIMAL)
         if text is None:
@@ -377,9 +367,9 @@ class _Graph:
         p = self.node(iri, "LMConfig")
         self.check_slots(iri, p, _CONFIG_SLOTS)
         c = m.LMConfig(
-            temperature=self.double(iri, p, "temperature"),
+            temperature=self.decimal(iri, p, "temperature"),
             max_tokens=self.integer(iri, p, "max_tokens"),
-            top_p=self.double(iri, p, "top_p"),
+            top_p=self.decimal(iri, p, "top_p"),
             stop=self.json(iri, p, "stop"),
             n=self.integer(iri, p, "n"),
             logprobs=self.json(iri, p, "logprobs"),
@@ -441,7 +431,7 @@ class _Graph:
             outputs=outputs,
             model=self.string(iri, p, "model"),
             usage=usage,
-            cost=self.double(iri, p, "cost"),
+            cost=self.decimal(iri, p, "cost"),
             cache_hit=self.boolean(iri, p, "cache_hit", default=False),
             response_id=self.string(iri, p, "response_id"),
             provider_data=self.json(iri, p, "provider_data", default=dict),

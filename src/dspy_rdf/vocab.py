@@ -31,6 +31,11 @@ PREFIXES = {
 """Prefixes written into Turtle, TriG and JSON-LD output."""
 
 
+DECIMAL_SLOTS = ("cost", "cost_total", "duration", "score", "subtree_cost", "summary_cost", "temperature", "top_p")
+"""The slots whose values are ``xsd:decimal`` (the schema's ``range: decimal``). A server may keep an integral
+decimal as an integer (Virtuoso 7 does): reading a trace back from it restores the type of these slots."""
+
+
 def slot_iri(slot: str) -> str:
     """IRI of the property for a schema slot."""
     return SLOT_URIS.get(slot, DSPY + slot)

@@ -12,7 +12,6 @@ empty (DSPy's default) is left out, like any ``None`` value.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,7 +37,6 @@ def _iri(value: str) -> str:
 _TYPE = _iri(v.RDF_TYPE)
 _JSON_DT = "^^" + _iri(v.RDF_JSON)
 _INT_DT = "^^" + _iri(v.XSD_INTEGER)
-_DOUBLE_DT = "^^" + _iri(v.XSD_DOUBLE)
 _DATETIME_DT = "^^" + _iri(v.XSD_DATETIME)
 _DATE_DT = "^^" + _iri(v.XSD_DATE)
 _DECIMAL_DT = "^^" + _iri(v.XSD_DECIMAL)
@@ -82,15 +80,28 @@ def _int(value: int) -> str:
     return f'"{value}"' + _INT_DT
 
 
-def _decimal(value: float | int | Decimal) -> str:
-    """An ``xsd:decimal`` literal: the number's shortest exact decimal text (``1e-05`` is written ``0.00001``).
-    A value that is not finite has no decimal form: it raises ``ValueError`` (callers check for it first)."""
-    number = value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
-    if not number.is_finite():
-        raise ValueError(f"{value!r} is not a decimal number")
+_DECIMAL_LIMIT = Decimal(10) ** 20
+"""Decimal numbers are written below this magnitude: pyoxigraph computes with decimals of up to 20 digits before the
+point (and 18 after: a trace keeps 15, :data:`dspy_rdf.model.DECIMAL_PLACES`)."""
+
+
+def _exact(value: float | int | Decimal) -> Decimal:
+    """The decimal a number of a trace stands for (a float: its shortest text, ``1e-05`` -> ``0.00001``)."""
+    return value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
+
+
+def _decimal(value: float | int | Decimal, slot: str) -> str:
+    """An ``xsd:decimal`` literal of the number's exact decimal text, in the form every store keeps (no exponent, no
+    trailing zeros). A number that is not finite, or has more than 20 digits before the point, has no such form: it
+    raises ``ValueError`` naming ``slot``."""
+    number = _exact(value)
+    if not number.is_finite() or abs(number) >= _DECIMAL_LIMIT:
+        raise ValueError(f"{slot} {value!r} cannot be written as a decimal number that every store keeps (finite, at most 20 digits before the point)")
     text = format(number, "f")
     if "." in text:
-        text = text.rstrip("0").rstrip(".") or "0"
+        text = text.rstrip("0").rstrip(".")
+    if text in ("-0", ""):
+        text = "0"
     return f'"{text}"' + _DECIMAL_DT
 
 
@@ -107,12 +118,6 @@ def seconds_between(start: str, end: str) -> Decimal | None:
     return Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds).scaleb(-6)
 
 
-def _double(value: float) -> str:
-    if math.isfinite(value):
-        return f'"{value!r}"' + _DOUBLE_DT
-    return ('"NaN"' if value != value else '"INF"' if value > 0 else '"-INF"') + _DOUBLE_DT
-
-
 class _UsageGroup:
     """The LM calls of one trace that requested one model on one day (a ``UsageSummary``); sums stay None until a
     response reports the value."""
@@ -125,7 +130,7 @@ class _UsageGroup:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.total_tokens: int | None = None
-        self.cost: float | None = None
+        self.cost: Decimal | None = None  # exact sums of the costs as written, with no binary noise
 
     def add(self, response: m.LMResponse | None) -> None:
         self.calls += 1
@@ -133,7 +138,7 @@ class _UsageGroup:
             return
         if response.cost is not None:
             self.priced += 1
-            self.cost = response.cost if self.cost is None else self.cost + response.cost
+            self.cost = _exact(response.cost) if self.cost is None else self.cost + _exact(response.cost)
         if (u := response.usage) is not None:
             if u.input_tokens is not None:
                 self.input_tokens = (self.input_tokens or 0) + u.input_tokens
@@ -159,7 +164,7 @@ class _Writer:
         self.tool_results: list[tuple[str, str | None]] = []  # (tool-result part node, call id)
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
-        self.cost: float | None = None
+        self.cost: Decimal | None = None
         self.usage: dict[tuple[str, str | None], _UsageGroup] = {}  # (model, day or None) -> its LM calls
         self.subtrees: list[tuple[int, str]] = []  # (position, node) of the calls whose descendants are totalled
         self.executions = 0
@@ -234,7 +239,7 @@ class _Writer:
             if group.output_tokens is not None:
                 add(f"{node} {P.subtree_output_tokens} {_int(group.output_tokens)}{t}")
             if group.cost is not None:
-                add(f"{node} {P.subtree_cost} {_double(group.cost)}{t}")
+                add(f"{node} {P.subtree_cost} {_decimal(group.cost, 'subtree_cost')}{t}")
 
     def derived(self, s: str, iri: str) -> None:
         add = self.out.append
@@ -252,7 +257,7 @@ class _Writer:
         if self.output_tokens is not None:
             add(f"{s} {P.output_tokens_total} {_int(self.output_tokens)}{t}")
         if self.cost is not None:
-            add(f"{s} {P.cost_total} {_double(self.cost)}{t}")
+            add(f"{s} {P.cost_total} {_decimal(self.cost, 'cost_total')}{t}")
         for i, ((model, day), group) in enumerate(sorted(self.usage.items(), key=lambda item: (item[0][0], item[0][1] or ""))):
             us = f"<{iri}/usage_summary/{i}>"
             add(f"{s} {P.usage_summaries} {us}{t}")
@@ -270,7 +275,7 @@ class _Writer:
                 if value is not None:
                     add(f"{us} {slot} {_int(value)}{t}")
             if group.cost is not None:
-                add(f"{us} {P.summary_cost} {_double(group.cost)}{t}")
+                add(f"{us} {P.summary_cost} {_decimal(group.cost, 'summary_cost')}{t}")
         calls = self.tool_calls
         for result, call_id in self.tool_results:
             if call_id is not None:
@@ -453,11 +458,11 @@ class _Writer:
         t = self.tail
         s = f"<{iri}>"
         if c.temperature is not None:
-            add(f"{s} {P.temperature} {_double(c.temperature)}{t}")
+            add(f"{s} {P.temperature} {_decimal(c.temperature, 'temperature')}{t}")
         if c.max_tokens is not None:
             add(f"{s} {P.max_tokens} {_int(c.max_tokens)}{t}")
         if c.top_p is not None:
-            add(f"{s} {P.top_p} {_double(c.top_p)}{t}")
+            add(f"{s} {P.top_p} {_decimal(c.top_p, 'top_p')}{t}")
         if c.stop is not None:
             add(f"{s} {P.stop} {_j(c.stop)}{t}")
         if c.n is not None:
@@ -517,8 +522,8 @@ class _Writer:
         if r.model is not None:
             add(f"{s} {P.model} {_s(r.model)}{t}")
         if r.cost is not None:
-            add(f"{s} {P.cost} {_double(r.cost)}{t}")
-            self.cost = r.cost if self.cost is None else self.cost + r.cost
+            add(f"{s} {P.cost} {_decimal(r.cost, 'cost')}{t}")
+            self.cost = _exact(r.cost) if self.cost is None else self.cost + _exact(r.cost)
         add(f"{s} {P.cache_hit} {_TRUE if r.cache_hit else _FALSE}{t}")
         if r.response_id is not None:
             add(f"{s} {P.response_id} {_s(r.response_id)}{t}")
@@ -648,7 +653,7 @@ def _below(calls: list[m.Call], index: int, ancestor: int) -> bool:
 
 def _score(value: float | int | bool) -> str:
     """A score as ``xsd:decimal`` (a boolean metric's value as 1 or 0)."""
-    return _decimal(int(value) if isinstance(value, bool) else value)
+    return _decimal(int(value) if isinstance(value, bool) else value, "score")
 
 
 def part_ref_iri(trace_iri: str, ref: m.PartRef) -> str:

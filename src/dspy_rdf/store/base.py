@@ -3,7 +3,9 @@
 A store keeps one named graph per trace. :meth:`TraceStore.put` writes traces, each into the named graph of its IRI,
 whole or not at all. A trace IRI is the hash of the trace's content, so a trace already stored is left as it is:
 exporting the same input twice leaves exactly the same quads, and a stored trace is never removed, not even for a
-moment, by exporting it again (an export killed at any point loses nothing that was stored before it). :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
+moment, by exporting it again (an export killed at any point loses nothing that was stored before it). The trace
+seen again in another input (at another position, ``source_index``, which the content hash leaves out) is left as it
+was first stored, with its first ``source_index``. :meth:`TraceStore.select` runs a SPARQL query and returns SPARQL 1.1 JSON results, the same
 structure from every store, so that analytics give identical answers on every store. :meth:`TraceStore.delete`,
 :meth:`TraceStore.trace_iris`, :meth:`TraceStore.stats` and :meth:`TraceStore.dump` complete it. The stores are
 :class:`~dspy_rdf.store.embedded.EmbeddedStore` (pyoxigraph on disk) and :class:`~dspy_rdf.store.remote.RemoteStore`
@@ -42,6 +44,7 @@ __all__ = [
     "StoreLockedError",
     "TraceStore",
     "encode_traces",
+    "term_from_json",
     "term_json",
     "term_value",
 ]
@@ -107,8 +110,8 @@ _LOOKUP_CHUNK = 200
 def encode_traces(
     traces: Iterable[m.Trace], *, base: str, redactor: Redactor | None = DEFAULT_REDACTOR
 ) -> Iterator[EncodedTrace | tuple[str, str]]:
-    """Each trace (redacted) as N-Quads bytes in its own graph, or ``("", reason)`` when it cannot be written as
-    RDF; repeats dropped."""
+    """Each trace (redacted) as N-Quads bytes in its own graph, or
+    ``("", reason)`` when it cannot be written as RDF; repeats dropped."""
     seen: set[str] = set()
     for trace in traces:
         try:
@@ -131,8 +134,9 @@ class TraceStore(ABC):
     # --- what each store implements ---------------------------------------------------------------------
 
     @abstractmethod
-    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> None:
-        """Write whole traces, none of which is stored yet, each all or nothing."""
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[tuple[str, str]]:
+        """Write whole traces, none of which is stored yet, each all or nothing; return the traces the store refused
+        (``(iri, why)``: a server that does not accept a value of the trace), which are not written."""
 
     @abstractmethod
     def _stored(self, iris: list[str]) -> set[str]:
@@ -197,20 +201,21 @@ class TraceStore(ABC):
         # threads commit earlier batches while this thread encodes the next; at most two batches wait in between.
         batches: queue.Queue[tuple[int, list[EncodedTrace]] | None] = queue.Queue(maxsize=2)
         failure: list[BaseException] = []
-        done: dict[int, tuple[list[str], int]] = {}  # batch number -> (IRIs written, triples written)
+        done: dict[int, tuple[list[str], int, list[tuple[str, str]]]] = {}  # batch number -> (IRIs written, triples, refused)
         lock = threading.Lock()
 
         def commit(number: int, batch: list[EncodedTrace]) -> None:
             try:
-                self._write_batch(batch, bulk=bulk)
+                refused = self._write_batch(batch, bulk=bulk)
             except StoreError as exc:
-                # A remote store writes trace by trace and says which of the batch it wrote before failing.
+                # A remote store writes a batch in several requests and says which of its traces it wrote before failing.
                 written = set(getattr(exc, "written", ()))
                 with lock:
-                    done[number] = ([e.iri for e in batch if e.iri in written], sum(e.triples for e in batch if e.iri in written))
+                    done[number] = ([e.iri for e in batch if e.iri in written], sum(e.triples for e in batch if e.iri in written), [])
                 raise
+            out = {iri for iri, _ in refused}
             with lock:
-                done[number] = ([e.iri for e in batch], sum(e.triples for e in batch))
+                done[number] = ([e.iri for e in batch if e.iri not in out], sum(e.triples for e in batch if e.iri not in out), refused)
                 if progress is not None:
                     progress(len(batch))
 
@@ -279,15 +284,62 @@ class TraceStore(ABC):
             for thread in threads:
                 thread.join()
         for number in sorted(done):  # input order, whichever writer finished first
-            iris, triples = done[number]
+            iris, triples, refused = done[number]
             report.written += iris
             report.triples += triples
+            report.failed += refused
         if failure:
             exc = failure[0]
             if isinstance(exc, StoreError):
                 exc.report = report  # type: ignore[attr-defined]
             raise exc
         return report
+
+    # --- listings: paged where a server caps the rows of an answer ------------------------------------------------
+
+    page_rows: int | None = None
+    """Rows per page of the listings (:meth:`trace_iris`, :meth:`graphs_with_several_traces`); ``None``: a listing is
+    one query (a store that answers every row)."""
+
+    all_graphs_pattern = "GRAPH ?g { }"
+    """A pattern that binds ``?g`` to every named graph (pyoxigraph lists its graphs for an empty ``GRAPH`` pattern)."""
+
+    def _select_page(self, sparql: str) -> tuple[list[dict[str, Any]], bool]:
+        """The rows of one query and whether the store says it cut them (a server's row cap)."""
+        return self.select(sparql)["results"]["bindings"], False
+
+    def _graph_names(self, pattern: str) -> list[str]:
+        """The distinct graph names ``?g`` that ``pattern`` binds, sorted. A store with :attr:`page_rows` is read page
+        by page, each page the names after the last one read (``STR(?g) >``) in ``STR(?g)`` order, until a page
+        comes back empty: a server that cuts an answer at fewer rows than asked, saying so or not, cannot drop a name."""
+        if self.page_rows is None:
+            rows, _ = self._select_page(f"SELECT DISTINCT ?g WHERE {{ {pattern} }}")
+            return sorted({b["g"]["value"] for b in rows if b.get("g", {}).get("type") == "uri"})
+        found: list[str] = []
+        last: str | None = None
+        while True:
+            after = "" if last is None else f"FILTER(STR(?g) > {ox.Literal(last)})"
+            rows, _ = self._select_page(
+                f"SELECT ?g WHERE {{ {{ SELECT DISTINCT ?g WHERE {{ {pattern} }} }} {after} }} ORDER BY STR(?g) LIMIT {self.page_rows}"
+            )
+            names = [b["g"]["value"] for b in rows if b.get("g", {}).get("type") == "uri"]
+            if not names:
+                return sorted(set(found))
+            found += names
+            last = names[-1]
+
+    def _graphs_holding_dspy_nodes(self, names: list[str]) -> list[str]:
+        """Which of these graphs hold a node of a ``dspy:`` class."""
+        found: list[str] = []
+        for start in range(0, len(names), _VALUES_BATCH):
+            batch = " ".join(f"<{name}>" for name in names[start:start + _VALUES_BATCH])
+            found += self._graph_names(f"VALUES ?g {{ {batch} }} GRAPH ?g {{ ?node a ?class }} FILTER(STRSTARTS(STR(?class), \"{v.DSPY}\"))")
+        return found
+
+    def _graphs_without_trace_nodes(self) -> list[str]:
+        """The named graphs that hold no ``dspy:Trace`` node (a server's own graphs, broken or hand-made traces)."""
+        trace = v.class_iri("Trace")
+        return self._graph_names(f"{{ SELECT DISTINCT ?g WHERE {{ {self.all_graphs_pattern} }} }} MINUS {{ GRAPH ?g {{ ?t a <{trace}> }} }}")
 
     def trace_iris(self) -> list[str]:
         """Names of the graphs that hold traces, sorted: every graph with a node of a ``dspy:`` class (a trace is
@@ -297,17 +349,8 @@ class TraceStore(ABC):
         Two cheap scans instead of one expensive one (the class of every node of the store, compared as text, took a
         minute at 100k LM calls): the graphs holding a ``dspy:Trace`` node, then, among the few graphs without one,
         those holding a node of another ``dspy:`` class."""
-        trace = v.class_iri("Trace")
-        rows = self.select(f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {{ ?t a <{trace}> }} }}")
-        found = {b["g"]["value"] for b in rows["results"]["bindings"] if b.get("g", {}).get("type") == "uri"}
-        rows = self.select(f"SELECT ?g WHERE {{ {{ SELECT DISTINCT ?g WHERE {{ GRAPH ?g {{ }} }} }} MINUS {{ GRAPH ?g {{ ?t a <{trace}> }} }} }}")
-        others = [b["g"]["value"] for b in rows["results"]["bindings"] if b.get("g", {}).get("type") == "uri"]
-        for start in range(0, len(others), _VALUES_BATCH):
-            batch = " ".join(f"<{name}>" for name in others[start:start + _VALUES_BATCH])
-            rows = self.select(
-                f"SELECT DISTINCT ?g WHERE {{ VALUES ?g {{ {batch} }} GRAPH ?g {{ ?node a ?class }} FILTER(STRSTARTS(STR(?class), \"{v.DSPY}\")) }}"
-            )
-            found.update(b["g"]["value"] for b in rows["results"]["bindings"])
+        found = set(self._graph_names(f"GRAPH ?g {{ ?t a <{v.class_iri('Trace')}> }}"))
+        found.update(self._graphs_holding_dspy_nodes(self._graphs_without_trace_nodes()))
         return sorted(found)
 
     def traces(self, iris: list[str] | None = None) -> Iterator[tuple[str, m.Trace]]:
@@ -321,13 +364,13 @@ class TraceStore(ABC):
     def graphs_with_several_traces(self) -> list[str]:
         """Names of the graphs that hold more than one ``dspy:Trace`` node (not what ``export`` writes: loaded by other
         means), sorted."""
-        rows = self.select(
-            f"SELECT ?g WHERE {{ GRAPH ?g {{ ?trace a <{v.class_iri('Trace')}> }} }} GROUP BY ?g HAVING (COUNT(DISTINCT ?trace) > 1) ORDER BY ?g"
+        return self._graph_names(
+            f"{{ SELECT ?g WHERE {{ GRAPH ?g {{ ?trace a <{v.class_iri('Trace')}> }} }} GROUP BY ?g HAVING (COUNT(DISTINCT ?trace) > 1) }}"
         )
-        return [b["g"]["value"] for b in rows["results"]["bindings"]]
 
     def stats(self) -> dict[str, int]:
-        """Counts over the whole store (:data:`STATS` says what each counts)."""
+        """Counts over the trace graphs (:data:`STATS` says what each counts): the graphs :meth:`trace_iris` lists,
+        never a server's own graphs."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         query = f"""
@@ -339,10 +382,26 @@ class TraceStore(ABC):
                                 UNION {{ ?g <{d}tool_result_count> ?tr }} UNION {{ ?g <{d}message_count> ?msg }} }} }}"""
         [row] = self.select(query)["results"]["bindings"]
         counts = {name: int(row[name]["value"]) if name in row else 0 for name in STATS if name != "triples"}
-        [row] = self.select("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")["results"]["bindings"]
-        counts["triples"] = int(row["n"]["value"])
+        # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
+        # none; a server's own graphs), so that no scan joins each triple with its graph.
+        triples = self._count_triples(None)
+        others = self._graphs_without_trace_nodes()
+        holding = set(self._graphs_holding_dspy_nodes(others))
+        triples -= self._count_triples([name for name in others if name not in holding])
+        counts["triples"] = triples
         return counts
 
+    def _count_triples(self, graphs: list[str] | None) -> int:
+        """The number of triples in these named graphs (all of them when ``None``)."""
+        if graphs is None:
+            [row] = self.select("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")["results"]["bindings"]
+            return int(row["n"]["value"])
+        total = 0
+        for start in range(0, len(graphs), _VALUES_BATCH):
+            batch = " ".join(f"<{name}>" for name in graphs[start:start + _VALUES_BATCH])
+            [row] = self.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ VALUES ?g {{ {batch} }} GRAPH ?g {{ ?s ?p ?o }} }}")["results"]["bindings"]
+            total += int(row["n"]["value"])
+        return total
 
 
 def term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dict[str, str]:
@@ -359,6 +418,22 @@ def term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dic
             out["datatype"] = term.datatype.value
         return out
     raise ValueError(f"unsupported RDF term in a query result: {term!r}")
+
+
+def term_from_json(term: dict[str, str] | None) -> ox.NamedNode | ox.BlankNode | ox.Literal | None:
+    """One SPARQL 1.1 JSON results term as a pyoxigraph term (``None`` for an unbound variable)."""
+    if term is None:
+        return None
+    kind = term["type"]
+    if kind == "uri":
+        return ox.NamedNode(term["value"])
+    if kind == "bnode":
+        return ox.BlankNode(term["value"])
+    if "xml:lang" in term:
+        return ox.Literal(term["value"], language=term["xml:lang"])
+    if "datatype" in term:
+        return ox.Literal(term["value"], datatype=ox.NamedNode(term["datatype"]))
+    return ox.Literal(term["value"])
 
 
 _NUMERIC = {v.XSD_INTEGER: int, "http://www.w3.org/2001/XMLSchema#decimal": float, v.XSD_DOUBLE: float}

@@ -106,7 +106,7 @@ class EmbeddedStore(TraceStore):
         """The underlying :class:`pyoxigraph.Store`."""
         return self._store
 
-    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> None:
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[tuple[str, str]]:
         data = b"".join(item.data for item in batch)
         try:
             # Both are all or nothing for the batch (see the module docstring). lenient: skip re-validating IRIs and
@@ -117,6 +117,7 @@ class EmbeddedStore(TraceStore):
                 self._store.load(data, ox.RdfFormat.N_QUADS, lenient=True)
         except OSError as exc:
             raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
+        return []  # pyoxigraph keeps every term the writer writes
 
     def _stored(self, iris: list[str]) -> set[str]:
         return {iri for iri in iris if self._store.contains_named_graph(ox.NamedNode(iri))}

@@ -1,10 +1,25 @@
-"""A trace store on any SPARQL 1.1 server: queries by the SPARQL 1.1 Protocol, graphs by the Graph Store Protocol.
+"""A trace store on any SPARQL 1.1 server: queries by the SPARQL 1.1 Protocol, writes by SPARQL 1.1 Update or the
+Graph Store Protocol, dumps by the Graph Store Protocol.
 
-Each trace is one named graph, written with one ``PUT <gsp>?graph=<trace IRI>`` (N-Triples body): the server
-replaces the whole graph at once, so a reader sees the old trace or the new one, never a part of either. Queries
-are ``POST``-ed form-encoded (``query=...``) with ``Accept: application/sparql-results+json``; deletes are
-``DELETE <gsp>?graph=...``; dumps ``GET <gsp>?graph=...`` per trace, re-serialized locally as N-Quads or TriG
-(byte-identical to what the embedded store writes for the same quads).
+Writes (:class:`WriteMethod`) send many traces per request, each request holding whole traces and at most
+``request_bytes`` (a trace larger than that goes alone): on Oxigraph, N-Quads ``POST``-ed to the dataset (its Graph
+Store endpoint without a graph, through Oxigraph's atomic bulk loader); on every other server one SPARQL 1.1
+``INSERT DATA`` with a ``GRAPH`` block per trace, which a server runs as one transaction. A request is written whole
+or not at all, so a reader sees a trace whole or not at all. Both only add triples: since a stored graph is a
+function of its name (:mod:`dspy_rdf.store.base`), a request sent twice (a retry) or by two exports at once adds the
+same triples, and no two versions of a trace can be merged. A trace the server refuses (a value it cannot keep) is
+written alone to tell which, and reported in :attr:`~dspy_rdf.store.base.PutReport.failed`. ``WriteMethod.GRAPH``
+(one ``PUT`` per trace) remains for servers that only speak the Graph Store Protocol.
+
+Queries are ``POST``-ed form-encoded (``query=...``) with ``Accept: application/sparql-results+json``. A server that
+cuts an answer at a row cap and says so (Virtuoso: ``X-SPARQL-MaxRows``) makes :meth:`RemoteStore.select` fail
+(:class:`RemoteTruncatedError`) rather than return part of the rows; the store's own listings page through every
+answer (:meth:`~dspy_rdf.store.base.TraceStore.trace_iris`), so no row cap drops a trace, whether the server says
+it cut or not. Dumps ``GET`` each trace's graph, check its triple count against a ``COUNT`` query (Virtuoso cuts
+Graph Store answers at its row cap too, silently) and read what a cut answer left out with ``SELECT`` pages; the
+quads are written as the embedded store writes them (the same canonical literals: a server may write
+``2031-01-01T10:00:03.500Z`` for the ``2031-01-01T10:00:03.5Z`` pyoxigraph writes), so a dump from a server equals
+the embedded store's, quad for quad.
 
 Endpoints (see ``docs/remote-stores.md``): the URL given to :class:`RemoteStore` is turned into a query, an update
 and a Graph Store endpoint by :func:`endpoints_for`; each can be overridden by a keyword argument or by
@@ -13,38 +28,45 @@ and a Graph Store endpoint by :func:`endpoints_for`; each can be overridden by a
 Credentials come only from the environment: ``$DSPY_RDF_STORE_USER`` + ``$DSPY_RDF_STORE_PASSWORD`` (HTTP basic
 auth, or digest with ``$DSPY_RDF_STORE_AUTH=digest``) or ``$DSPY_RDF_STORE_TOKEN`` (``Authorization: Bearer``).
 A URL with credentials in it (``http://user:secret@host``, ``?access-token=...``) is refused, and no message,
-log line or ``repr`` ever shows a credential. Credentials are sent only to the origin (scheme, host, port) of the
-request's endpoint: redirects are followed here, not by httpx, and a redirect to another origin goes without them.
-
-Network errors, 429 and 5xx answers are retried with exponential backoff (honouring ``Retry-After``) for the
-requests that are safe to repeat: queries, ``GET``, ``PUT`` and ``DELETE``. SPARQL updates are only retried when
-the connection could not be opened at all. Every 4xx/5xx answer that is not retried (or still fails) raises a
-:class:`RemoteHTTPError` carrying ``status`` and a short excerpt of the body.
+log line or ``repr`` ever shows a credential. Retries, redirects and errors: :mod:`dspy_rdf.store.http`.
 """
 
 from __future__ import annotations
 
-import email.utils
-import logging
 import os
-import random
 import re
-import time
-from collections.abc import Callable, Generator, Iterable
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from enum import Enum
 from typing import Any, BinaryIO
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pyoxigraph as ox
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, TraceStore
+from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, TraceStore, term_from_json
+from dspy_rdf.store.http import (
+    SPARQL_JSON,
+    HttpClient,
+    MalformedAnswer,
+    RemoteAuthError,
+    RemoteConnectionError,
+    RemoteHTTPError,
+    RemoteQueryError,
+    RemoteResultError,
+    RemoteStoreError,
+    RemoteTimeoutError,
+    RemoteTruncatedError,
+    check_url,
+    env_number,
+    safe_url,
+)
 
 __all__ = [
     "GSP_URL_ENV",
     "QUERY_URL_ENV",
     "UPDATE_URL_ENV",
+    "WRITE_ENV",
     "RemoteAuthError",
     "RemoteConnectionError",
     "RemoteHTTPError",
@@ -53,18 +75,17 @@ __all__ = [
     "RemoteStore",
     "RemoteStoreError",
     "RemoteTimeoutError",
+    "RemoteTruncatedError",
+    "WriteMethod",
     "endpoints_for",
+    "safe_url",
 ]
-
-log = logging.getLogger(__name__)
 
 QUERY_URL_ENV = "DSPY_RDF_QUERY_URL"
 UPDATE_URL_ENV = "DSPY_RDF_UPDATE_URL"
 GSP_URL_ENV = "DSPY_RDF_GSP_URL"
-USER_ENV = "DSPY_RDF_STORE_USER"
-PASSWORD_ENV = "DSPY_RDF_STORE_PASSWORD"
-TOKEN_ENV = "DSPY_RDF_STORE_TOKEN"
-AUTH_ENV = "DSPY_RDF_STORE_AUTH"
+WRITE_ENV = "DSPY_RDF_STORE_WRITE"
+REQUEST_BYTES_ENV = "DSPY_RDF_STORE_REQUEST_BYTES"
 TIMEOUT_ENV = "DSPY_RDF_STORE_TIMEOUT"
 CONNECT_TIMEOUT_ENV = "DSPY_RDF_STORE_CONNECT_TIMEOUT"
 MAX_ATTEMPTS_ENV = "DSPY_RDF_STORE_MAX_ATTEMPTS"
@@ -72,62 +93,37 @@ MAX_ATTEMPTS_ENV = "DSPY_RDF_STORE_MAX_ATTEMPTS"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_ATTEMPTS = 5
-MAX_REDIRECTS = 5
-BODY_EXCERPT = 300
+PAGE_ROWS = 10_000
+"""Rows per page of the listings: Virtuoso's stock ``ResultSetMaxRows`` (and its limit on sorted answers)."""
 _VALUES_CHUNK = 200
 
-SPARQL_JSON = "application/sparql-results+json"
 N_TRIPLES = "application/n-triples"
-_REDIRECTS = (301, 302, 303, 307, 308)
-_SECRET_PARAM = re.compile(r"token|passw|secret|api[-_]?key", re.IGNORECASE)
+N_QUADS = "application/n-quads"
+SPARQL_UPDATE = "application/sparql-update"
 _NOT_IN_IRI = re.compile(r'[\x00-\x20<>"{}|^`\\]')
-_XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
-_RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+_CONTROL = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]")
 
 
-# --- errors ----------------------------------------------------------------------------------------------------
+class WriteMethod(str, Enum):
+    """How :meth:`RemoteStore.put` sends traces (``$DSPY_RDF_STORE_WRITE``; see the module documentation)."""
+
+    AUTO = "auto"
+    """``QUADS`` on Oxigraph, ``GRAPH`` on Virtuoso, ``UPDATE`` on any other server (told by its ``Server`` header).
+    Virtuoso 7 runs ``INSERT DATA`` at a quarter of the rate of Graph Store ``PUT`` s and compiles at most about 1,000
+    triples in one (SP031), so it gets one ``PUT`` per trace (measured: ``bench/bench_remote.py``)."""
+    QUADS = "quads"
+    """N-Quads of many traces ``POST``-ed to the Graph Store endpoint without a graph (Oxigraph, Fuseki)."""
+    UPDATE = "update"
+    """One SPARQL 1.1 ``INSERT DATA`` per request, a ``GRAPH`` block per trace: any SPARQL 1.1 Update server."""
+    GRAPH = "graph"
+    """One Graph Store Protocol ``PUT`` per trace."""
 
 
-class RemoteStoreError(StoreError):
-    """A request to a remote store failed; ``method`` and ``url`` (credential-free) say which one."""
-
-    def __init__(self, message: str, *, method: str | None = None, url: str | None = None) -> None:
-        super().__init__(message)
-        self.method = method
-        self.url = url
-
-
-class RemoteConnectionError(RemoteStoreError):
-    """The server could not be reached, or the connection broke (after the retries allowed)."""
-
-
-class RemoteTimeoutError(RemoteConnectionError):
-    """The server did not answer within the timeout (after the retries allowed)."""
-
-
-class RemoteHTTPError(RemoteStoreError):
-    """The server answered with an HTTP error: ``status`` is its code, ``body`` a short excerpt of what it said."""
-
-    def __init__(self, message: str, *, method: str | None = None, url: str | None = None, status: int, body: str = "") -> None:
-        super().__init__(message, method=method, url=url)
-        self.status = status
-        self.body = body
-
-
-class RemoteAuthError(RemoteHTTPError):
-    """401 or 403: the credentials (from the environment) are missing or not allowed to do this."""
-
-
-class RemoteResultError(RemoteStoreError):
-    """The server answered with success but its body is not what the protocol says (malformed SPARQL JSON results,
-    an HTML page from a proxy, unreadable RDF): retried like a network error for reads, then raised."""
-
-
-class RemoteQueryError(RemoteHTTPError, ValueError):
-    """400 to a SPARQL query: the server did not accept the query (a ``ValueError``, as from the embedded store)."""
-
-
-# --- endpoints -------------------------------------------------------------------------------------------------
+DEFAULT_REQUEST_BYTES = {WriteMethod.QUADS: 16 << 20, WriteMethod.UPDATE: 4 << 20}
+"""The default bound on a write request's body: Virtuoso refuses SPARQL text of more than about 10 MB."""
+UPDATE_REQUEST_TRIPLES = 800
+"""The most triples of one ``INSERT DATA`` (Virtuoso 7 compiles no update that makes more than 10,000 lines of SQL:
+about 1,000 triples)."""
 
 
 def endpoints_for(url: str) -> tuple[str, str, str]:
@@ -165,61 +161,6 @@ def endpoints_for(url: str) -> tuple[str, str, str]:
     return at(path + "/query"), at(path + "/update"), at(path + ("/data" if path else "/store"))
 
 
-def safe_url(url: str | httpx.URL) -> str:
-    """The URL as it may be shown: no user or password, and secret-looking query parameters masked."""
-    parts = urlsplit(str(url))
-    netloc = parts.hostname or ""
-    if ":" in netloc:
-        netloc = f"[{netloc}]"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    query = parts.query
-    if query and _SECRET_PARAM.search(query):
-        query = "&".join(f"{k}=***" if _SECRET_PARAM.search(k) else f"{k}={val}" for k, val in parse_qsl(query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _check_url(url: str, what: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise StoreError(f"the {what} {safe_url(url)!r} is not an http(s):// URL")
-    secret_param = any(_SECRET_PARAM.search(k) for k, _ in parse_qsl(parts.query, keep_blank_values=True))
-    if parts.username is not None or parts.password is not None or secret_param:
-        raise StoreError(
-            f"the {what} {safe_url(url)} has credentials in it; they are not used: set ${USER_ENV} and ${PASSWORD_ENV}, "
-            f"or ${TOKEN_ENV}, in the environment instead"
-        )
-    return url
-
-
-def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
-    return url.scheme, url.host, url.port or {"http": 80, "https": 443}.get(url.scheme)
-
-
-class _BearerAuth(httpx.Auth):
-    def __init__(self, token: str) -> None:
-        self._header = f"Bearer {token}"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = self._header
-        yield request
-
-    def __repr__(self) -> str:
-        return "_BearerAuth(***)"
-
-
-def _env_number(name: str, default: float, kind: type = float) -> Any:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        value = kind(text)
-    except ValueError:
-        raise StoreError(f"${name} must be a number, not {text!r}") from None
-    if value <= 0:
-        raise StoreError(f"${name} must be positive, not {text!r}")
-    return value
-
 
 # --- the store -------------------------------------------------------------------------------------------------
 
@@ -228,15 +169,21 @@ class RemoteStore(TraceStore):
     """Traces on a SPARQL 1.1 server, one named graph per trace (see the module documentation).
 
     ``url`` is the server (``http://host:7878``) or its query endpoint; ``query_url``, ``update_url`` and
-    ``gsp_url`` override the endpoints derived from it (default: ``$DSPY_RDF_QUERY_URL`` and so on). ``timeout`` is
-    the read/write timeout and ``connect_timeout`` the connect timeout, in seconds (default:
-    ``$DSPY_RDF_STORE_TIMEOUT``, ``$DSPY_RDF_STORE_CONNECT_TIMEOUT``, else 60 and 10); ``max_attempts`` counts the
-    first try (default: ``$DSPY_RDF_STORE_MAX_ATTEMPTS``, else 5); the n-th retry waits about
-    ``backoff * 2**(n-1)`` seconds, at most ``max_wait`` (also the cap on ``Retry-After``). ``transport`` is
-    passed to httpx (tests).
+    ``gsp_url`` override the endpoints derived from it (default: ``$DSPY_RDF_QUERY_URL`` and so on). ``write`` is
+    how traces are sent (default: ``$DSPY_RDF_STORE_WRITE``, else :attr:`WriteMethod.AUTO`) and ``request_bytes``
+    the bound on a write request's body (default: ``$DSPY_RDF_STORE_REQUEST_BYTES``, else
+    :data:`DEFAULT_REQUEST_BYTES`). ``timeout`` is the read/write timeout and ``connect_timeout`` the connect
+    timeout, in seconds (default: ``$DSPY_RDF_STORE_TIMEOUT``, ``$DSPY_RDF_STORE_CONNECT_TIMEOUT``, else 60 and 10);
+    ``max_attempts`` counts the first try (default: ``$DSPY_RDF_STORE_MAX_ATTEMPTS``, else 5); the n-th retry
+    waits about ``backoff * 2**(n-1)`` seconds, at most ``max_wait`` (also the cap on ``Retry-After``).
+    ``transport`` is passed to httpx (tests).
 
-    ``bulk`` is ignored: every trace is one ``PUT`` anyway, atomic on the server.
+    ``bulk`` is ignored: every request is atomic on the server anyway.
     """
+
+    writer_threads = 2  # two requests at once: the server parses one while the next is encoded and sent
+    page_rows = PAGE_ROWS
+    all_graphs_pattern = "GRAPH ?g { ?s ?p ?o }"  # Virtuoso binds nothing for an empty GRAPH pattern
 
     def __init__(
         self,
@@ -245,6 +192,8 @@ class RemoteStore(TraceStore):
         query_url: str | None = None,
         update_url: str | None = None,
         gsp_url: str | None = None,
+        write: WriteMethod | str | None = None,
+        request_bytes: int | None = None,
         timeout: float | None = None,
         connect_timeout: float | None = None,
         max_attempts: int | None = None,
@@ -252,172 +201,87 @@ class RemoteStore(TraceStore):
         max_wait: float = 60.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        _check_url(url, "store URL")
+        check_url(url, "store URL")
         self.location = safe_url(url)
         derived = endpoints_for(url)
         env = os.environ
-        self.query_url = _check_url(query_url or env.get(QUERY_URL_ENV) or derived[0], "query endpoint")
-        self.update_url = _check_url(update_url or env.get(UPDATE_URL_ENV) or derived[1], "update endpoint")
-        self.gsp_url = _check_url(gsp_url or env.get(GSP_URL_ENV) or derived[2], "Graph Store endpoint")
-        self.timeout = timeout if timeout is not None else _env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT)
-        self.connect_timeout = connect_timeout if connect_timeout is not None else _env_number(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT)
-        self.max_attempts = max_attempts if max_attempts is not None else _env_number(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS, int)
-        if self.max_attempts < 1:
-            raise StoreError(f"max_attempts must be at least 1, not {self.max_attempts}")
-        self.backoff = backoff
-        self.max_wait = max_wait
-        self._auth, self.auth_kind, self._secrets = self._auth_from_env()
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
-            follow_redirects=False,  # followed in _send, so credentials never leave their origin
+        self.query_url = check_url(query_url or env.get(QUERY_URL_ENV) or derived[0], "query endpoint")
+        self.update_url = check_url(update_url or env.get(UPDATE_URL_ENV) or derived[1], "update endpoint")
+        self.gsp_url = check_url(gsp_url or env.get(GSP_URL_ENV) or derived[2], "Graph Store endpoint")
+        chosen = write if write is not None else env.get(WRITE_ENV) or WriteMethod.AUTO
+        try:
+            self.write = WriteMethod(chosen)
+        except ValueError:
+            raise StoreError(f"${WRITE_ENV} must be one of {', '.join(m.value for m in WriteMethod)}, not {chosen!r}") from None
+        self.request_bytes = request_bytes if request_bytes is not None else env_number(REQUEST_BYTES_ENV, 0, int) or None
+        if self.request_bytes is not None and self.request_bytes < 1:
+            raise StoreError(f"request_bytes must be positive, not {self.request_bytes}")
+        self.timeout = timeout if timeout is not None else env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+        self.connect_timeout = connect_timeout if connect_timeout is not None else env_number(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT)
+        attempts = max_attempts if max_attempts is not None else env_number(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS, int)
+        self._http = HttpClient(
+            timeout=self.timeout, connect_timeout=self.connect_timeout, max_attempts=attempts, backoff=backoff, max_wait=max_wait,
             transport=transport,
-            headers={"User-Agent": "dspy-rdf"},
         )
-
-    @staticmethod
-    def _auth_from_env() -> tuple[httpx.Auth | None, str, tuple[str, ...]]:
-        env = os.environ
-        user, password, token = env.get(USER_ENV), env.get(PASSWORD_ENV), env.get(TOKEN_ENV)
-        scheme = (env.get(AUTH_ENV) or "basic").strip().lower()
-        if token and (user or password):
-            raise StoreError(f"set either ${TOKEN_ENV} or ${USER_ENV} and ${PASSWORD_ENV}, not both")
-        if token:
-            return _BearerAuth(token), "bearer", (token,)
-        if user or password:
-            if not (user and password is not None):
-                raise StoreError(f"${USER_ENV} and ${PASSWORD_ENV} go together: set both")
-            if scheme not in ("basic", "digest"):
-                raise StoreError(f"${AUTH_ENV} must be basic or digest, not {scheme!r}")
-            auth = httpx.DigestAuth(user, password) if scheme == "digest" else httpx.BasicAuth(user, password)
-            return auth, scheme, tuple(s for s in (password,) if s)
-        return None, "none", ()
+        self.max_attempts = attempts
+        self.auth_kind = self._http.auth_scheme
 
     def __repr__(self) -> str:
         return (
             f"RemoteStore(query={safe_url(self.query_url)!r}, update={safe_url(self.update_url)!r}, "
-            f"gsp={safe_url(self.gsp_url)!r}, auth={self.auth_kind!r})"
+            f"gsp={safe_url(self.gsp_url)!r}, auth={self.auth_kind.value!r})"
         )
 
-    # --- HTTP ------------------------------------------------------------------------------------------------
-
-    def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _send(self, method: str, url: httpx.URL, *, content: bytes | None, data: dict[str, str] | None, headers: dict[str, str]) -> httpx.Response:
-        """One request, following redirects; credentials only go to the origin of the first URL."""
-        origin = _origin(url)
-        for _ in range(MAX_REDIRECTS + 1):
-            request = self._client.build_request(method, url, content=content, data=data, headers=headers)
-            auth = self._auth if self._auth is not None and _origin(request.url) == origin else None
-            response = self._client.send(request, auth=auth)
-            location = response.headers.get("Location")
-            if response.status_code not in _REDIRECTS or not location:
-                return response
-            response.close()
-            url = request.url.join(location)
-            if response.status_code == 303 and method != "HEAD" or response.status_code in (301, 302) and method == "POST":
-                method, content, data = "GET", None, None
-                headers = {k: val for k, val in headers.items() if k.lower() != "content-type"}
-            log.debug("%s redirected to %s", safe_url(request.url), safe_url(url))
-        raise RemoteStoreError(f"{method} {safe_url(url)}: more than {MAX_REDIRECTS} redirects", method=method, url=safe_url(url))
-
-    def _request(
-        self,
-        method: str,
-        url: str | httpx.URL,
-        *,
-        idempotent: bool,
-        content: bytes | None = None,
-        data: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-        ok_statuses: Iterable[int] = (),
-        is_query: bool = False,
-        read: Callable[[httpx.Response], Any] | None = None,
-    ) -> Any:
-        """Send a request, retrying what may be retried; raise a :class:`RemoteStoreError` for what still fails.
-
-        Returns the response, or what ``read`` makes of a success answer. A body ``read`` finds malformed (it raises
-        :class:`_Malformed`) is retried like a network error when the request may be repeated, then raised as
-        :class:`RemoteResultError`."""
-        url = httpx.URL(url)
-        shown = safe_url(url)
-        attempt = 0
-        while True:
-            attempt += 1
-            last_try = attempt >= self.max_attempts
-            try:
-                response = self._send(method, url, content=content, data=data, headers=headers or {})
-            except httpx.TransportError as exc:
-                # A connection that could not be opened sent nothing: safe to retry even for updates.
-                retryable = idempotent or isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-                what = f"timed out ({type(exc).__name__})" if isinstance(exc, httpx.TimeoutException) else f"failed: {self._redact(str(exc)) or type(exc).__name__}"
-                if retryable and not last_try and not isinstance(exc, httpx.UnsupportedProtocol):
-                    self._wait(attempt, None, f"{method} {shown} {what}")
-                    continue
-                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                error = RemoteTimeoutError if isinstance(exc, httpx.TimeoutException) else RemoteConnectionError
-                raise error(f"{method} {shown} {what}{tries}", method=method, url=shown) from None
-            status = response.status_code
-            if status < 400 or status in ok_statuses:
-                if read is None:
-                    return response
-                try:
-                    return read(response)
-                except _Malformed as exc:
-                    if idempotent and not last_try:
-                        self._wait(attempt, None, f"{method} {shown}: {exc}")
-                        continue
-                    tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                    raise RemoteResultError(
-                        f"{method} {shown}: HTTP {status} but {self._redact(str(exc))}{tries}", method=method, url=shown
-                    ) from None
-            if (status == 429 or status >= 500) and idempotent and not last_try:
-                self._wait(attempt, response.headers.get("Retry-After"), f"{method} {shown} got HTTP {status}")
-                continue
-            raise self._http_error(method, shown, response, attempt, is_query=is_query)
-
-    def _wait(self, attempt: int, retry_after: str | None, why: str) -> None:
-        delay = _retry_after_seconds(retry_after)
-        if delay is None:
-            delay = self.backoff * 2 ** (attempt - 1)
-            delay += random.uniform(0, delay / 4)
-        delay = min(max(delay, 0.0), self.max_wait)
-        log.warning("%s; retrying in %.1f s (attempt %d of %d)", why, delay, attempt + 1, self.max_attempts)
-        time.sleep(delay)
-
-    def _http_error(self, method: str, shown: str, response: httpx.Response, attempts: int, *, is_query: bool) -> RemoteHTTPError:
-        status = response.status_code
-        body = self._redact(" ".join(response.text.split()))
-        if len(body) > BODY_EXCERPT:
-            body = body[:BODY_EXCERPT] + "..."
-        tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-        message = f"{method} {shown}: HTTP {status} {response.reason_phrase}{tries}" + (f": {body}" if body else "")
-        if status in (401, 403):
-            kind = RemoteAuthError
-            message += f" (credentials are read from ${USER_ENV} and ${PASSWORD_ENV}, or ${TOKEN_ENV}; auth used: {self.auth_kind})"
-        elif status == 400 and is_query:
-            kind = RemoteQueryError
-        else:
-            kind = RemoteHTTPError
-        return kind(message, method=method, url=shown, status=status, body=body)
+    @property
+    def server(self) -> str | None:
+        """What the server says it is (its ``Server`` header), once it answered."""
+        return self._http.server
 
     def _graph_url(self, iri: str) -> httpx.URL:
         return httpx.URL(self.gsp_url).copy_merge_params({"graph": iri})
 
     # --- SPARQL ----------------------------------------------------------------------------------------------
 
+    def _query(self, sparql: str) -> tuple[SparqlJson, int | None]:
+        return self._http.request(
+            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True,
+            read=self._http.results,
+        )
+
     def select(self, sparql: str) -> SparqlJson:
         """Run a SPARQL SELECT (or ASK) query on the server; return SPARQL 1.1 JSON results, normalized like the embedded store's.
 
         A success answer whose body is not SPARQL JSON results (truncated, an HTML page from a proxy, JSON of another
-        shape) is retried like a network error, then raised as :class:`RemoteResultError`: it is never read as "no rows".
+        shape) is retried like a network error, then raised as :class:`RemoteResultError`: it is never read as "no
+        rows". An answer the server says it cut at its row cap raises :class:`RemoteTruncatedError`.
         """
-        return self._request(
-            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True,
-            read=_parse_results,
-        )
+        results, cap = self._query(sparql)
+        if cap is not None:
+            shown = safe_url(self.query_url)
+            raise RemoteTruncatedError(
+                f"POST {shown}: the server cut the answer at {cap} rows (Virtuoso: ResultSetMaxRows in the [SPARQL] section "
+                "of virtuoso.ini); ask for fewer rows or raise the cap",
+                method="POST", url=shown, max_rows=cap,
+            )
+        return results
+
+    def _select_page(self, sparql: str) -> tuple[list[dict[str, Any]], bool]:
+        results, cap = self._query(sparql)
+        return results["results"]["bindings"], cap is not None
+
+    def _select_chunks(self, items: list[str], query: Callable[[list[str]], str]) -> Iterator[dict[str, Any]]:
+        """The rows of ``query`` over ``items`` in chunks of at most 200; a chunk whose answer the server cut is asked
+        again in halves (a query that asks about one item still cut is an error)."""
+        pending = [items[start:start + _VALUES_CHUNK] for start in range(0, len(items), _VALUES_CHUNK)]
+        while pending:
+            chunk = pending.pop()
+            rows, cut = self._select_page(query(chunk))
+            if not cut:
+                yield from rows
+            elif len(chunk) > 1:
+                pending += [chunk[: len(chunk) // 2], chunk[len(chunk) // 2:]]
+            else:
+                self.select(query(chunk))  # raises RemoteTruncatedError, saying why
 
     def construct(self, sparql: str) -> bytes:
         """Run a SPARQL CONSTRUCT query on the server; return its triples as N-Triples (re-serialized locally)."""
@@ -426,77 +290,195 @@ class RemoteStore(TraceStore):
             media = response.headers.get("Content-Type", N_TRIPLES).split(";")[0].strip() or N_TRIPLES
             source = ox.RdfFormat.from_media_type(media)
             if source is None:
-                raise _Malformed(f"the answer is {media}, not RDF")
+                raise MalformedAnswer(f"the answer is {media}, not RDF")
             try:
-                return ox.serialize(ox.parse(response.content, format=source), format=ox.RdfFormat.N_TRIPLES) or b""
+                canonical = ox.Store()  # literals in pyoxigraph's lexical form, as the embedded store answers
+                canonical.extend(ox.Quad(t.subject, t.predicate, t.object) for t in ox.parse(response.content, format=source))
+                return canonical.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph()) or b""
             except SyntaxError as exc:
-                raise _Malformed(f"the answer is not valid {media}: {exc}") from None
+                raise MalformedAnswer(f"the answer is not valid {media}: {exc}") from None
 
-        return self._request(
+        return self._http.request(
             "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": N_TRIPLES}, is_query=True, read=read
         )
 
     def update(self, sparql: str) -> None:
         """Run a SPARQL 1.1 Update on the update endpoint (not retried once sent: an update may not be idempotent)."""
-        self._request("POST", self.update_url, idempotent=False, data={"update": sparql})
+        self._http.request("POST", self.update_url, idempotent=False, data={"update": sparql})
 
     def _stored(self, iris: list[str]) -> set[str]:
         """Which of these graphs hold anything on the server."""
-        found: set[str] = set()
-        for start in range(0, len(iris), _VALUES_CHUNK):
-            values = " ".join(_iri_ref(iri) for iri in iris[start : start + _VALUES_CHUNK])
-            rows = self.select(f"SELECT ?g WHERE {{ VALUES ?g {{ {values} }} FILTER EXISTS {{ GRAPH ?g {{ ?s ?p ?o }} }} }}")
-            found.update(row["g"]["value"] for row in rows["results"]["bindings"] if "g" in row)
-        return found
+        rows = self._select_chunks(
+            iris, lambda chunk: f"SELECT ?g WHERE {{ VALUES ?g {{ {' '.join(_iri_ref(i) for i in chunk)} }} FILTER EXISTS {{ GRAPH ?g {{ ?s ?p ?o }} }} }}"
+        )
+        return {row["g"]["value"] for row in rows if "g" in row}
 
-    # --- TraceStore ------------------------------------------------------------------------------------------
+    def _graph_sizes(self, iris: list[str]) -> dict[str, int]:
+        """The number of triples of each of these graphs that the server holds."""
+        rows = self._select_chunks(
+            iris,
+            lambda chunk: f"SELECT ?g (COUNT(*) AS ?n) WHERE {{ VALUES ?g {{ {' '.join(_iri_ref(i) for i in chunk)} }} GRAPH ?g {{ ?s ?p ?o }} }} GROUP BY ?g",
+        )
+        return {row["g"]["value"]: int(row["n"]["value"]) for row in rows if "g" in row and "n" in row}
 
-    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> None:
-        """PUT each trace's graph in turn. A :class:`StoreError` from here carries ``written``: the IRIs of this batch
-        that were stored before it failed."""
+    # --- writes ----------------------------------------------------------------------------------------------
+
+    def _write_method(self) -> WriteMethod:
+        if self.write is not WriteMethod.AUTO:
+            return self.write
+        server = (self.server or "").lower()
+        if server.startswith("oxigraph"):
+            return WriteMethod.QUADS
+        return WriteMethod.GRAPH if "virtuoso" in server else WriteMethod.UPDATE
+
+    def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[tuple[str, str]]:
+        """Send a batch in requests of whole traces (see the module docstring). A :class:`StoreError` from here
+        carries ``written``: the IRIs of this batch that were stored before it failed."""
+        method = self._write_method()
+        limit = self.request_bytes or DEFAULT_REQUEST_BYTES.get(method, 0)
         written: list[str] = []
+        refused: list[tuple[str, str]] = []
         try:
-            for item in batch:
-                self._request(
-                    "PUT", self._graph_url(item.iri), idempotent=True, content=_ntriples(item), headers={"Content-Type": N_TRIPLES}
-                )
-                written.append(item.iri)
+            triples = UPDATE_REQUEST_TRIPLES if method is WriteMethod.UPDATE else 0
+            for group in _requests(batch, limit if method is not WriteMethod.GRAPH else 0, triples):
+                out = self._write_group(group, method)
+                refused += out
+                gone = {iri for iri, _ in out}
+                written += [item.iri for item in group if item.iri not in gone]
         except StoreError as exc:
             exc.written = written  # type: ignore[attr-defined]
             raise
+        return refused
+
+    def _write_group(self, group: list[EncodedTrace], method: WriteMethod) -> list[tuple[str, str]]:
+        """Send one request; when the server refuses what it holds, send its traces one by one to tell which it
+        refuses (returned as ``(iri, why)``); an error that is not about the traces (credentials, endpoint, network),
+        or that every trace of the request gets, is raised."""
+        try:
+            self._send_traces(group, method)
+            return []
+        except RemoteHTTPError as exc:
+            if isinstance(exc, RemoteAuthError) or not _refuses_values(exc):
+                raise
+            if len(group) == 1:
+                return [(group[0].iri, f"the server refused it: {exc}")]
+            refused = [found for item in group for found in self._write_group([item], method)]
+            if len(refused) == len(group):
+                raise
+            return refused
+
+    def _send_traces(self, group: list[EncodedTrace], method: WriteMethod) -> None:
+        # Every write only adds the triples of whole traces, which are the same whoever sends them: safe to repeat.
+        if method is WriteMethod.GRAPH:
+            [item] = group
+            self._http.request("PUT", self._graph_url(item.iri), idempotent=True, content=_escaped(_ntriples(item)), headers={"Content-Type": N_TRIPLES})
+        elif method is WriteMethod.QUADS:
+            url: str | httpx.URL = self.gsp_url
+            if (self.server or "").lower().startswith("oxigraph"):
+                # Oxigraph's bulk loader: atomic (Oxigraph 0.5), and the writer already checked every term
+                url = httpx.URL(self.gsp_url).copy_merge_params({"no_transaction": "", "lenient": ""})
+            self._http.request("POST", url, idempotent=True, content=b"".join(item.data for item in group), headers={"Content-Type": N_QUADS})
+        else:
+            body = b"INSERT DATA {\n" + b"".join(b"GRAPH <" + item.iri.encode() + b"> {\n" + _escaped(_ntriples(item)) + b"}\n" for item in group) + b"}\n"
+            self._http.request("POST", self.update_url, idempotent=True, content=body, headers={"Content-Type": SPARQL_UPDATE})
+
+    # --- TraceStore ------------------------------------------------------------------------------------------
 
     def delete(self, iri: str) -> bool:
         """DELETE the trace's graph; ``False`` when the server says it does not exist (404)."""
         _iri_ref(iri)
-        response = self._request("DELETE", self._graph_url(iri), idempotent=True, ok_statuses=(404,))
+        response = self._http.request("DELETE", self._graph_url(iri), idempotent=True, ok_statuses=(404,))
         return response.status_code != 404
 
     def dump(self, handle: BinaryIO, *, traces: list[str] | None = None, trig: bool = False) -> int:
-        """GET each trace's graph and write it as N-Quads (or TriG), serialized as the embedded store does."""
+        """Write the traces (all by default) as N-Quads (or TriG), the quads as the embedded store writes them."""
         fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
         names = traces if traces is not None else self.trace_iris()
+        for name in names:
+            _iri_ref(name)
+        sizes = self._graph_sizes(names)
         for iri in names:
-            _iri_ref(iri)
-            response = self._request("GET", self._graph_url(iri), idempotent=True, headers={"Accept": N_TRIPLES}, ok_statuses=(404,))
-            if response.status_code == 404:
+            if not sizes.get(iri):
                 raise StoreError(f"no trace {iri} in the store at {self.location}")
+            handle.write(ox.serialize(self._graph_quads(iri, sizes[iri]), format=fmt, prefixes=v.PREFIXES if trig else None))
+        return len(names)
+
+    def _graph_quads(self, iri: str, expected: int) -> list[ox.Quad]:
+        """The quads of one graph of ``expected`` triples, in the canonical form the embedded store keeps."""
+        graph = ox.NamedNode(iri)
+        triples = self._graph_triples(iri)
+        if len(triples) != expected:  # the Graph Store answer was cut (Virtuoso's row cap): read it in pages
+            triples |= self._paged_triples(iri, expected)
+        if len(triples) != expected:
+            raise RemoteResultError(
+                f"the server sent {len(triples)} of the {expected} triples of {iri}", method="GET", url=safe_url(self.gsp_url)
+            )
+        canonical = ox.Store()  # literals as pyoxigraph keeps them, whatever lexical form the server wrote
+        canonical.extend(ox.Quad(s, p, _restored(p, o), graph) for s, p, o in triples)
+        return list(canonical.quads_for_pattern(None, None, None, graph))
+
+    def _graph_triples(self, iri: str) -> set[tuple[Any, Any, Any]]:
+        shown = safe_url(self.gsp_url)
+
+        def read(response: httpx.Response) -> set[tuple[Any, Any, Any]]:
             media = response.headers.get("Content-Type", N_TRIPLES).split(";")[0].strip() or N_TRIPLES
             source = ox.RdfFormat.from_media_type(media)
             if source is None:
-                raise RemoteResultError(f"GET {safe_url(self.gsp_url)}: the server sent the graph as {media}, which cannot be read", method="GET", url=safe_url(self.gsp_url))
-            graph = ox.NamedNode(iri)
+                raise RemoteResultError(f"GET {shown}: the server sent the graph as {media}, which cannot be read", method="GET", url=shown)
             try:
-                quads = [ox.Quad(q.subject, q.predicate, q.object, graph) for q in ox.parse(response.content, format=source)]
+                return {(t.subject, t.predicate, t.object) for t in ox.parse(response.content, format=source)}
             except SyntaxError as exc:
-                raise RemoteResultError(f"GET {safe_url(self.gsp_url)}: the graph of {iri} is not valid {media}: {exc}", method="GET", url=safe_url(self.gsp_url)) from None
-            handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
-        return len(names)
+                raise MalformedAnswer(f"the graph of {iri} is not valid {media}: {exc}") from None
+
+        response_or_triples = self._http.request(
+            "GET", self._graph_url(iri), idempotent=True, headers={"Accept": N_TRIPLES}, ok_statuses=(404,),
+            read=lambda response: None if response.status_code == 404 else read(response),
+        )
+        if response_or_triples is None:
+            raise StoreError(f"no trace {iri} in the store at {self.location}")
+        return response_or_triples
+
+    def _paged_triples(self, iri: str, expected: int) -> set[tuple[Any, Any, Any]]:
+        """The triples of a graph read by ``SELECT`` pages (``OFFSET``, in the server's own order: sorting by three
+        terms would meet Virtuoso's limit on sorted answers), until a page comes back empty."""
+        found: set[tuple[Any, Any, Any]] = set()
+        offset = 0
+        while len(found) < expected:
+            rows, _ = self._select_page(f"SELECT ?s ?p ?o WHERE {{ GRAPH {_iri_ref(iri)} {{ ?s ?p ?o }} }} LIMIT {self.page_rows} OFFSET {offset}")
+            if not rows:
+                break
+            found.update((term_from_json(r["s"]), term_from_json(r["p"]), term_from_json(r["o"])) for r in rows)
+            offset += len(rows)
+        return found
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
+
+
+_DECIMAL_PREDICATES = frozenset(v.slot_iri(slot) for slot in v.DECIMAL_SLOTS)
+_XSD_INTEGER = ox.NamedNode(v.XSD_INTEGER)
+_XSD_DECIMAL = ox.NamedNode(v.XSD_DECIMAL)
+
+
+def _restored(predicate: Any, term: Any) -> Any:
+    """An integral number in the datatype the mapping wrote it in, which the server may have changed (Virtuoso 7
+    keeps ``"2"^^xsd:decimal`` as an integer, and an integer beyond 32 bits read from N-Triples as a decimal): the
+    mapping writes ``xsd:decimal`` for the :data:`~dspy_rdf.vocab.DECIMAL_SLOTS` only, integers everywhere else."""
+    if not isinstance(term, ox.Literal) or term.datatype not in (_XSD_INTEGER, _XSD_DECIMAL):
+        return term
+    wanted = _XSD_DECIMAL if predicate.value in _DECIMAL_PREDICATES else _XSD_INTEGER
+    if term.datatype == wanted or "." in term.value.rstrip("0").rstrip(".") and wanted == _XSD_INTEGER:
+        return term
+    return ox.Literal(term.value.split(".")[0] if wanted == _XSD_INTEGER else term.value, datatype=wanted)
+
+
+def _refuses_values(exc: RemoteHTTPError) -> bool:
+    """Whether an error says the server refused what a request held (a value it cannot keep: HTTP 400, 413, 422, or
+    Virtuoso's data errors, SQLSTATE class 22, which it may send as HTTP 500), rather than that it failed."""
+    return exc.status in (400, 413, 422) or exc.status >= 500 and re.search(r"Virtuoso 22\w{3} Error", exc.body) is not None
 
 
 def _iri_ref(iri: str) -> str:
@@ -514,80 +496,23 @@ def _ntriples(item: EncodedTrace) -> bytes:
     return item.data.replace(suffix, b" .\n")
 
 
-def _retry_after_seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (when - datetime.now(timezone.utc)).total_seconds()
+def _escaped(ntriples: bytes) -> bytes:
+    """N-Triples as SPARQL text: control characters (raw in the writer's literals, where N-Triples allows them)
+    written as ``\\u`` escapes, which a server reading the text as C strings cannot cut at."""
+    return _CONTROL.sub(lambda match: b"\\u%04X" % match.group(0)[0], ntriples)
 
 
-def _normalize_term(term: dict[str, Any]) -> dict[str, Any]:
-    out = dict(term)
-    if out.get("type") == "typed-literal":  # SPARQL 1.0-era JSON (older Virtuoso)
-        out["type"] = "literal"
-    if out.get("type") == "literal":
-        if "lang" in out and "xml:lang" not in out:
-            out["xml:lang"] = out.pop("lang")
-        if out.get("datatype") == _XSD_STRING or ("xml:lang" in out and out.get("datatype") == _RDF_LANG_STRING):
-            del out["datatype"]
-    return out
-
-
-class _Malformed(Exception):
-    """A success answer whose body is not SPARQL JSON results; the message says what is wrong with it."""
-
-
-def _parse_results(response: httpx.Response) -> SparqlJson:
-    media = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-    if media and ox.RdfFormat.from_media_type(media) is not None:
-        raise ValueError(f"expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query (the server answered {media})")
-    if "json" not in media:
-        raise _Malformed(
-            f"the answer is {media or 'without a content type'}, not SPARQL JSON results (is it a SPARQL 1.1 query endpoint?)"
-        )
-    try:
-        doc = response.json()
-    except ValueError as exc:
-        raise _Malformed(f"the answer is not valid JSON ({exc})") from None
-    return _normalize_results(doc)
-
-
-def _normalize_results(doc: Any) -> SparqlJson:
-    """SPARQL JSON results in the shape the embedded store returns (the same answers compare equal); a document that
-    does not follow the SPARQL 1.1 JSON results format raises :class:`_Malformed` naming the first fault."""
-    if not isinstance(doc, dict):
-        raise _Malformed(f"the answer is a JSON {type(doc).__name__}, not a SPARQL results object")
-    if "boolean" in doc:
-        if not isinstance(doc["boolean"], bool):
-            raise _Malformed(f"'boolean' is {doc['boolean']!r}, not true or false")
-        return {"head": {}, "boolean": doc["boolean"]}
-    head, results = doc.get("head"), doc.get("results")
-    if not isinstance(head, dict) or not isinstance(head.get("vars", []), list):
-        raise _Malformed("the answer has no 'head' object with a 'vars' list")
-    if not isinstance(results, dict) or not isinstance(results.get("bindings"), list):
-        raise _Malformed("the answer has no 'results' object with a 'bindings' list")
-    names = head.get("vars", [])
-    if not all(isinstance(name, str) for name in names):
-        raise _Malformed("'head.vars' holds something other than variable names")
-    bindings = []
-    for index, row in enumerate(results["bindings"]):
-        if not isinstance(row, dict):
-            raise _Malformed(f"results.bindings[{index}] is not an object")
-        for name, term in row.items():
-            if not isinstance(term, dict) or term.get("type") not in _TERM_TYPES or not isinstance(term.get("value"), str):
-                raise _Malformed(f"results.bindings[{index}].{name} is not an RDF term ({{'type': ..., 'value': ...}})")
-        bindings.append({name: _normalize_term(row[name]) for name in names if name in row})
-    return {"head": {"vars": names}, "results": {"bindings": bindings}}
-
-
-_TERM_TYPES = frozenset({"uri", "literal", "typed-literal", "bnode", "triple"})
+def _requests(batch: list[EncodedTrace], limit: int, triples: int = 0) -> Iterator[list[EncodedTrace]]:
+    """The batch in groups of whole traces of at most ``limit`` bytes (``0``: one trace each) and, when ``triples``
+    is set, at most that many triples each; a trace larger than a bound goes alone."""
+    group: list[EncodedTrace] = []
+    size = count = 0
+    for item in batch:
+        if group and (size + len(item.data) > limit or triples and count + item.triples > triples):
+            yield group
+            group, size, count = [], 0, 0
+        group.append(item)
+        size += len(item.data)
+        count += item.triples
+    if group:
+        yield group

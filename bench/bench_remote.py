@@ -1,0 +1,118 @@
+"""Benchmark of exports to real SPARQL servers: ``RemoteStore.put`` into a local ``oxigraph serve`` and a local
+Virtuoso 7, each write method, against each server's own bulk load of the same N-Quads, in one run.
+
+    .venv/bin/python bench/bench_remote.py [--traces 1500] [--repeat 3] [--workdir DIR]
+
+Workload: the first ``--traces`` traces of the store benchmark's cached JSONL (``bench/bench_store.py`` writes it;
+real DSPy traces copied with identity-neutral changes), read and encoded once. Each measurement writes every trace
+into an empty server (the servers are started by ``tests/servers.py`` on 127.0.0.1, each in a temporary directory)
+and is the median of ``--repeat`` runs; peak memory is the Python allocations' peak during the write (tracemalloc).
+Reference: the server's own bulk load of the same N-Quads file (``oxigraph load``; Virtuoso's ``ld_dir`` +
+``rdf_loader_run()``). Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers import Server, oxigraph_command, start_oxigraph, start_virtuoso  # noqa: E402
+
+from dspy_rdf.identity import DEFAULT_BASE  # noqa: E402
+from dspy_rdf.inputs import read_traces  # noqa: E402
+from dspy_rdf.store import EncodedTrace, encode_traces  # noqa: E402
+from dspy_rdf.store.remote import RemoteStore, WriteMethod  # noqa: E402
+
+
+def timed_put(url: str, env: dict[str, str], traces: list, write: WriteMethod) -> tuple[float, float]:
+    """Seconds and peak MiB of one ``put`` of every trace into an empty server."""
+    import os
+
+    os.environ.update(env)
+    with RemoteStore(url, write=write, max_attempts=2) as store:
+        names = store.trace_iris()
+        for start in range(0, len(names), 500):
+            store.update(" ;\n".join(f"DROP SILENT GRAPH <{n}>" for n in names[start:start + 500]))
+        tracemalloc.start()
+        started = time.perf_counter()
+        report = store.put(traces)
+        seconds = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        assert not report.failed and len(report.written) == len(traces), report.failed[:3]
+    return seconds, peak
+
+
+def oxigraph_bulk(nquads: Path, work: Path) -> float:
+    target = work / "bulk-oxigraph"
+    shutil.rmtree(target, ignore_errors=True)
+    started = time.perf_counter()
+    subprocess.run([oxigraph_command(), "load", "--location", str(target), "--file", str(nquads)], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def virtuoso_bulk(server: Server, nquads: Path) -> float:
+    folder = server.directory / "load"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(nquads, folder / "traces.nq")
+    server.isql("SPARQL CLEAR GRAPH <urn:none>;")  # warm the SQL connection
+    started = time.perf_counter()
+    server.isql(f"ld_dir('{folder}', 'traces.nq', 'urn:dspy-rdf:unused'); rdf_loader_run(); checkpoint;")
+    seconds = time.perf_counter() - started
+    server.isql("DELETE FROM DB.DBA.load_list;")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--traces", type=int, default=1500)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=Path("/work/bench-work"))
+    args = parser.parse_args()
+    source = args.workdir / "traces_10000_v1.jsonl"
+    traces = [item.trace for item in itertools.islice(read_traces(source), args.traces)]
+    encoded = [e for e in encode_traces(traces, base=DEFAULT_BASE) if isinstance(e, EncodedTrace)]
+    triples = sum(e.triples for e in encoded)
+    rows: list[tuple[str, str, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        nquads = work / "traces.nq"
+        nquads.write_bytes(b"".join(e.data for e in encoded))
+        servers = [("oxigraph serve", start_oxigraph(work / "oxigraph")), ("Virtuoso 7", start_virtuoso(work / "virtuoso", buffers=100_000))]
+        try:
+            for name, server in servers:
+                methods = [WriteMethod.QUADS, WriteMethod.GRAPH] if name.startswith("oxigraph") else [WriteMethod.GRAPH, WriteMethod.UPDATE]
+                for method in methods:
+                    runs = [timed_put(server.url, server.env, traces, method) for _ in range(args.repeat)]
+                    seconds = statistics.median(s for s, _ in runs)
+                    rows.append((name, f"put, {method.value}", triples / seconds, max(p for _, p in runs)))
+                    print(rows[-1], flush=True)
+                if name.startswith("oxigraph"):
+                    bulk = statistics.median(oxigraph_bulk(nquads, work) for _ in range(args.repeat))
+                    rows.append((name, "server's bulk load (oxigraph load)", triples / bulk, float("nan")))
+                else:
+                    bulk = statistics.median(virtuoso_bulk(server, nquads) for _ in range(args.repeat))
+                    rows.append((name, "server's bulk load (ld_dir + rdf_loader_run)", triples / bulk, float("nan")))
+                print(rows[-1], flush=True)
+        finally:
+            for _, server in servers:
+                server.stop()
+    print(f"\n{len(encoded)} traces, {triples} triples, median of {args.repeat}\n")
+    print("| server | how | triples/s | peak MiB (Python) |\n|---|---|---:|---:|")
+    for server_name, how, rate, peak in rows:
+        print(f"| {server_name} | {how} | {rate:,.0f} | {'' if peak != peak else f'{peak:.0f}'} |")
+
+
+if __name__ == "__main__":
+    main()

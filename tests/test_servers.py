@@ -1,0 +1,291 @@
+"""The same answers from a real ``oxigraph serve`` and a real Virtuoso 7 as from the embedded store: ``stats``,
+``dump`` (quad for quad, every kind of literal the mapping writes), ``validate --store`` with both engines,
+``report`` and ``prov``; listings that page past a server's row cap; batched writes; refused permissions not retried.
+The servers are started by conftest.py (tests/servers.py); the queries' parity is in test_analytics.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pyoxigraph as ox
+import pytest
+
+from conftest import CAPPED_ROWS, clear_traces
+from dspy_rdf import model as m
+from dspy_rdf import vocab as v
+from dspy_rdf.cli import main
+from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.formats import RdfFormat, parse_traces
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.identity import DEFAULT_BASE
+from dspy_rdf.store import EmbeddedStore, EncodedTrace, encode_traces
+from dspy_rdf.store.remote import RemoteAuthError, RemoteHTTPError, RemoteStore, WriteMethod
+from test_analytics import HOSTILE, hostile_run, midnight_run, misbehaving_model
+
+SERVERS = ("oxigraph", "virtuoso")
+SHAPES = Path(__file__).resolve().parents[1] / "shapes" / "dspy.shacl.ttl"
+
+
+def literal_kinds_run() -> m.Trace:
+    """A run whose values take every kind of literal the mapping writes, at their edges: integral and tiny decimals,
+    booleans, timestamps with and without fractions, control characters, text beyond the Basic Multilingual Plane."""
+    response = m.LMResponse(outputs=[m.LMOutput(parts=[m.LMTextPart(text="\x01\t\r\n\x7f 😀 \u2028")], finish_reason="stop")],
+                            usage=m.LMUsage(input_tokens=0, output_tokens=2**40), cost=2.0)
+    request = m.LMRequest(model="m", messages=[m.LMMessage(role="user", parts=[m.LMTextPart(text="")])],
+                          config=m.LMConfig(temperature=1.0, top_p=0.000000000000001, max_tokens=7))
+    entry = m.LMHistoryEntry(request=request, response=response, timestamp="2031-02-03T04:05:06.700000", uuid="u-kinds")
+    return m.Trace(
+        source_kind="program_run", source_format="dspy_callback",
+        started_at="2031-02-03T04:05:06.000001+00:00", ended_at="2031-02-03T04:05:07+00:00",
+        calls=[
+            m.LMCall(model="m", entry=entry, started_at="2031-02-03T04:05:06.5+00:00", ended_at="2031-02-03T04:05:06.999999+00:00"),
+            m.EvaluateCall(program_fingerprint="p", program_class="c", metric="exact", devset_size=0, score=100.0,
+                           started_at="2031-02-03T04:05:06+00:00", ended_at="2031-02-03T04:05:06+00:00"),
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[m.Trace]:
+    out = [item.trace for item in read_traces(bundled_traces_path())]
+    # pySHACL (the reference engine) cannot format a message about a value holding a backslash (re.error): such
+    # names are left to test_analytics.py
+    out += [hostile_run(name, day) for day, name in enumerate(HOSTILE, start=1) if "\\" not in name]
+    out += [midnight_run(), misbehaving_model(), literal_kinds_run()]
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(traces, tmp_path_factory):
+    path = tmp_path_factory.mktemp("reference") / "db"
+    with EmbeddedStore(path) as store:
+        store.put(traces)
+    return path
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def server(request, traces):
+    """``(URL, environment)`` of a real server holding the traces, written by ``put``."""
+    with pytest.MonkeyPatch.context() as env:
+        if request.param == "oxigraph":
+            url, variables = request.getfixturevalue("oxigraph_server"), {}
+        else:
+            found = request.getfixturevalue("virtuoso_server")
+            url, variables = found.url, found.env
+        for name, value in variables.items():
+            env.setenv(name, value)
+        with RemoteStore(url, max_attempts=2) as store:
+            clear_traces(store)
+            report = store.put(traces)
+            assert report.failed == [] and len(report.written) == len(traces)
+        yield url, variables
+        with RemoteStore(url, max_attempts=2) as store:
+            clear_traces(store)
+
+
+@pytest.fixture
+def on_server(server, monkeypatch):
+    """The server's URL, with its credentials in the environment for this test."""
+    url, variables = server
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return url
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def dump_lines(store) -> list[str]:
+    handle = io.BytesIO()
+    store.dump(handle)
+    return sorted(handle.getvalue().decode("utf-8").split("\n")[:-1])  # not splitlines(): U+2028 is in a literal
+
+
+def test_stats_count_the_same_on_every_store(on_server, reference):
+    with EmbeddedStore(reference, read_only=True) as local, RemoteStore(on_server) as remote:
+        assert remote.stats() == local.stats()
+
+
+def test_a_dump_from_a_server_equals_the_embedded_stores_quad_for_quad(on_server, reference):
+    with EmbeddedStore(reference, read_only=True) as local, RemoteStore(on_server) as remote:
+        want = dump_lines(local)
+        assert dump_lines(remote) == want
+    # the dump holds every datatype the shapes allow a value to have: the round trip covers every kind of literal
+    quads = list(ox.parse("\n".join(want).encode(), format=ox.RdfFormat.N_QUADS))
+    written = {q.object.datatype.value for q in quads if isinstance(q.object, ox.Literal)}
+    allowed = {
+        t.object.value for t in ox.parse(SHAPES.read_bytes(), format=ox.RdfFormat.TURTLE)
+        if t.predicate.value == "http://www.w3.org/ns/shacl#datatype"
+    }
+    assert allowed <= written, f"no value of type {sorted(allowed - written)} in the round trip"
+    # and the traces read back from the server's dump equal those read back from the embedded store's
+    assert [t for _, t in parse_traces("\n".join(want).encode(), RdfFormat.N_QUADS)] == [
+        t for _, t in parse_traces("\n".join(dump_lines(RemoteStore(on_server))).encode(), RdfFormat.N_QUADS)
+    ]
+
+
+VIRTUOSO_FAST_VALIDATION = pytest.mark.xfail(
+    strict=True,
+    reason="not done: the fast engine's compiled class checks (sh:class through sub-SELECTs) find no class on Virtuoso 7 "
+    "and report every typed link as a violation; the pyshacl engine gives the embedded store's report",
+)
+
+
+@pytest.mark.parametrize("engine", ["fast", "pyshacl"])
+def test_validate_store_gives_the_embedded_stores_report(on_server, reference, engine, capsys, request):
+    if engine == "fast" and "sparql-auth" in on_server:
+        request.applymarker(VIRTUOSO_FAST_VALIDATION)
+    local = run(["validate", "--store", str(reference), "--engine", engine, "--format", "json"], capsys)
+    remote = run(["validate", "--store", on_server, "--engine", engine, "--format", "json"], capsys)
+    assert (remote[0], remote[2]) == (local[0], local[2]) and local[0] in (0, 1), remote[2]
+    assert json.loads(remote[1]) == json.loads(local[1])
+
+
+def test_prov_gives_the_embedded_stores_view(on_server, reference, capsys):
+    local = run(["prov", "--store", str(reference)], capsys)
+    remote = run(["prov", "--store", on_server], capsys)
+    assert remote[0] == local[0] == 0 and remote[2] == local[2]
+    assert sorted(remote[1].split("\n")) == sorted(local[1].split("\n")) and local[1]
+
+
+def test_report_gives_the_embedded_stores_tables(on_server, reference, tmp_path, capsys):
+    def tables(folder: Path) -> str:
+        page = (folder / "index.html").read_text(encoding="utf-8")
+        page = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "WHEN", re.sub(r"<img[^>]*>", "", page))
+        return page.replace(str(reference), "STORE").replace(on_server, "STORE")
+
+    assert run(["report", "--store", str(reference), "--out", str(tmp_path / "local")], capsys)[0] == 0
+    code, _, err = run(["report", "--store", on_server, "--out", str(tmp_path / "remote")], capsys)
+    assert code == 0 and err == ""
+    assert tables(tmp_path / "remote") == tables(tmp_path / "local")
+
+
+# --- a trace seen again -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_trace_exported_again_from_another_input_keeps_one_source_index_on_a_server(kind, request, server_env):
+    """The extra ``dspy:source_index`` once seen on a server cannot come from exporting again: a stored trace is
+    skipped before anything is written (two exports of the same trace racing each other are another matter: see
+    docs/remote-stores.md)."""
+    if kind == "oxigraph":
+        store = RemoteStore(request.getfixturevalue("oxigraph_server"))
+    else:
+        found = request.getfixturevalue("virtuoso_server")
+        server_env(found)
+        store = RemoteStore(found.url)
+    [trace] = [item.trace for item in read_traces(bundled_traces_path())][:1]
+    with store:
+        clear_traces(store)
+        store.put([dataclasses.replace(trace, source_index=3)])
+        again = store.put([dataclasses.replace(trace, source_index=41)])
+        assert again.written == [] and len(again.already_stored) == 1
+        rows = store.select(f"SELECT ?i WHERE {{ GRAPH ?g {{ ?t <{v.slot_iri('source_index')}> ?i }} }}")["results"]["bindings"]
+        assert [row["i"]["value"] for row in rows] == ["3"]
+        clear_traces(store)
+
+
+# --- Virtuoso: its own graphs, its row cap, its permissions ----------------------------------------------------
+
+
+def test_stats_of_an_empty_virtuoso_count_no_system_graph(virtuoso_store):
+    assert virtuoso_store.stats() == dict.fromkeys(virtuoso_store.stats(), 0)
+    assert virtuoso_store.trace_iris() == []
+
+
+def test_every_listing_pages_past_a_small_row_cap(virtuoso_capped, server_env, traces, tmp_path, capsys):
+    server_env(virtuoso_capped)
+    with RemoteStore(virtuoso_capped.url, max_attempts=2) as store:
+        clear_traces(store)
+        store.put(traces)
+        iris = store.trace_iris()
+        assert len(iris) == len(traces) > 3 * CAPPED_ROWS
+        assert store.stats()["traces"] == len(traces)
+        handle = io.BytesIO()
+        assert store.dump(handle) == len(traces)
+        assert {q.graph_name.value for q in ox.parse(handle.getvalue(), format=ox.RdfFormat.N_QUADS)} == set(iris)
+    code, out, err = run(["validate", "--store", virtuoso_capped.url, "--engine", "pyshacl", "--format", "json"], capsys)
+    assert code in (0, 1) and err == "" and json.loads(out)["traces_validated"] == len(traces)
+
+
+@VIRTUOSO_FAST_VALIDATION
+def test_fast_validation_sees_every_trace_past_a_small_row_cap(virtuoso_capped, server_env, traces, capsys):
+    server_env(virtuoso_capped)
+    with RemoteStore(virtuoso_capped.url, max_attempts=2) as store:
+        clear_traces(store)
+        store.put(traces)
+    code, out, err = run(["validate", "--store", virtuoso_capped.url, "--format", "json"], capsys)
+    assert code in (0, 1) and err == "" and json.loads(out)["traces_validated"] == len(traces)
+
+
+@pytest.mark.parametrize("write", [WriteMethod.UPDATE, WriteMethod.GRAPH])
+def test_a_missing_permission_is_one_clear_error_at_once(virtuoso_server, monkeypatch, traces, write):
+    """A user without SPARQL_UPDATE: Virtuoso answers an update with HTTP 500 (SR186), a Graph Store write with 401;
+    neither is retried, and the message says where credentials come from without showing them."""
+    from servers import VIRTUOSO_READER, VIRTUOSO_READER_PASSWORD
+
+    monkeypatch.setenv("DSPY_RDF_STORE_AUTH", "digest")
+    monkeypatch.setenv("DSPY_RDF_STORE_USER", VIRTUOSO_READER)
+    monkeypatch.setenv("DSPY_RDF_STORE_PASSWORD", VIRTUOSO_READER_PASSWORD)
+    with RemoteStore(virtuoso_server.url, max_attempts=5, backoff=2.0, write=write) as store:
+        started = time.monotonic()
+        with pytest.raises(RemoteAuthError) as caught:
+            store.put(traces[:1])
+        assert time.monotonic() - started < 1.5  # one try: a retry would wait 2 s first
+    message = str(caught.value)
+    assert "attempts" not in message and VIRTUOSO_READER_PASSWORD not in message and "credentials are read from" in message
+    if write is WriteMethod.UPDATE:
+        assert "HTTP 500" in message and "SR186" in message
+
+
+# --- batched writes -------------------------------------------------------------------------------------
+
+
+class CountingTransport(httpx.HTTPTransport):
+    """The real HTTP transport, counting the write requests and their body sizes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.headers.get("Content-Type") in ("application/n-quads", "application/sparql-update", "application/n-triples"):
+            self.writes.append(len(request.read()))
+        return super().handle_request(request)
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_many_traces_go_in_one_request_of_bounded_size(kind, request, server_env, traces):
+    if kind == "oxigraph":
+        url = request.getfixturevalue("oxigraph_server")
+    else:
+        found = request.getfixturevalue("virtuoso_server")
+        server_env(found)
+        url = found.url
+    method = WriteMethod.QUADS if kind == "oxigraph" else WriteMethod.UPDATE  # Virtuoso's own choice is GRAPH: see WriteMethod.AUTO
+    transport = CountingTransport()
+    with RemoteStore(url, transport=transport, write=method) as store:
+        clear_traces(store)
+        report = store.put(traces)
+        limit = 1 if kind == "oxigraph" else 1 + sum(e.triples for e in encode_traces(traces, base=DEFAULT_BASE)) // 400
+        assert len(report.written) == len(traces) and len(transport.writes) <= limit < len(traces) // 2
+        assert dump_lines(store) and len(store.trace_iris()) == len(traces)
+        clear_traces(store)
+    bound = 60_000
+    small = CountingTransport()
+    with RemoteStore(url, transport=small, request_bytes=bound, write=method) as store:
+        report = store.put(traces)
+        assert len(report.written) == len(traces) and 3 < len(small.writes) < len(traces)
+        biggest = max(len(item.data) for item in encode_traces(traces, base=DEFAULT_BASE) if isinstance(item, EncodedTrace))
+        assert max(small.writes) <= max(bound, biggest) * 1.2  # a trace larger than the bound goes alone
+        assert dump_lines(store) and len(store.trace_iris()) == len(traces)
+        clear_traces(store)
