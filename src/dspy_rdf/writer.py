@@ -360,7 +360,7 @@ class _Writer:
             add(f"{s} {P.ended_at} {_s(call.ended_at)}{_DATETIME_DT}{t}")
             duration = seconds_between(call.started_at, call.ended_at)
             if duration is not None:
-                add(f"{s} {P.duration} {_decimal(duration)}{t}")
+                add(f"{s} {P.duration} {_decimal(duration, 'duration')}{t}")
         if call.dspy_call_id is not None:
             add(f"{s} {P.dspy_call_id} {_s(call.dspy_call_id)}{t}")
         if call.parent_call is not None:
