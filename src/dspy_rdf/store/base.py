@@ -420,6 +420,24 @@ def term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dic
     raise ValueError(f"unsupported RDF term in a query result: {term!r}")
 
 
+_DECIMAL_PREDICATES = frozenset(v.slot_iri(slot) for slot in v.DECIMAL_SLOTS)
+_XSD_INTEGER = ox.NamedNode(v.XSD_INTEGER)
+_XSD_DECIMAL = ox.NamedNode(v.XSD_DECIMAL)
+
+
+def mapped_number(predicate: Any, term: Any) -> Any:
+    """An integral number in the datatype the mapping wrote it in, which the server may have changed (Virtuoso 7
+    keeps ``"2"^^xsd:decimal`` as an integer, and an integer beyond 32 bits read from N-Triples as a decimal): the
+    mapping writes ``xsd:decimal`` for the :data:`~dspy_rdf.vocab.DECIMAL_SLOTS` only, integers everywhere else.
+    ``predicate`` is the term of the property whose value ``term`` is."""
+    if not isinstance(term, ox.Literal) or term.datatype not in (_XSD_INTEGER, _XSD_DECIMAL):
+        return term
+    wanted = _XSD_DECIMAL if predicate.value in _DECIMAL_PREDICATES else _XSD_INTEGER
+    if term.datatype == wanted or "." in term.value.rstrip("0").rstrip(".") and wanted == _XSD_INTEGER:
+        return term
+    return ox.Literal(term.value.split(".")[0] if wanted == _XSD_INTEGER else term.value, datatype=wanted)
+
+
 def term_from_json(term: dict[str, str] | None) -> ox.NamedNode | ox.BlankNode | ox.Literal | None:
     """One SPARQL 1.1 JSON results term as a pyoxigraph term (``None`` for an unbound variable)."""
     if term is None:

@@ -44,7 +44,7 @@ import httpx
 import pyoxigraph as ox
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, TraceStore, term_from_json
+from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, TraceStore, mapped_number, term_from_json
 from dspy_rdf.store.http import (
     SPARQL_JSON,
     HttpClient,
@@ -414,7 +414,7 @@ class RemoteStore(TraceStore):
                 f"the server sent {len(triples)} of the {expected} triples of {iri}", method="GET", url=safe_url(self.gsp_url)
             )
         canonical = ox.Store()  # literals as pyoxigraph keeps them, whatever lexical form the server wrote
-        canonical.extend(ox.Quad(s, p, _restored(p, o), graph) for s, p, o in triples)
+        canonical.extend(ox.Quad(s, p, mapped_number(p, o), graph) for s, p, o in triples)
         return list(canonical.quads_for_pattern(None, None, None, graph))
 
     def _graph_triples(self, iri: str) -> set[tuple[Any, Any, Any]]:
@@ -456,23 +456,6 @@ class RemoteStore(TraceStore):
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
-
-
-_DECIMAL_PREDICATES = frozenset(v.slot_iri(slot) for slot in v.DECIMAL_SLOTS)
-_XSD_INTEGER = ox.NamedNode(v.XSD_INTEGER)
-_XSD_DECIMAL = ox.NamedNode(v.XSD_DECIMAL)
-
-
-def _restored(predicate: Any, term: Any) -> Any:
-    """An integral number in the datatype the mapping wrote it in, which the server may have changed (Virtuoso 7
-    keeps ``"2"^^xsd:decimal`` as an integer, and an integer beyond 32 bits read from N-Triples as a decimal): the
-    mapping writes ``xsd:decimal`` for the :data:`~dspy_rdf.vocab.DECIMAL_SLOTS` only, integers everywhere else."""
-    if not isinstance(term, ox.Literal) or term.datatype not in (_XSD_INTEGER, _XSD_DECIMAL):
-        return term
-    wanted = _XSD_DECIMAL if predicate.value in _DECIMAL_PREDICATES else _XSD_INTEGER
-    if term.datatype == wanted or "." in term.value.rstrip("0").rstrip(".") and wanted == _XSD_INTEGER:
-        return term
-    return ox.Literal(term.value.split(".")[0] if wanted == _XSD_INTEGER else term.value, datatype=wanted)
 
 
 def _refuses_values(exc: RemoteHTTPError) -> bool:

@@ -52,7 +52,8 @@ from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS, SH, XSD
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store.base import term_from_json
+from dspy_rdf.store.base import mapped_number, term_from_json
+from dspy_rdf.store.http import RemoteTruncatedError
 from dspy_rdf.validation.reference import validate_graph_pyshacl
 from dspy_rdf.validation.report import Severity, Violation, rule_name
 from dspy_rdf.validation.shapes import STORE_SELECT as STORE_SELECT_IRI
@@ -140,6 +141,14 @@ def _t(term: rdflib.term.Node) -> str:
     if isinstance(term, rdflib.Literal):
         return term.n3()
     raise ValueError(f"cannot write {term!r} into a query")
+
+
+def _same_term(term: rdflib.term.Node) -> str:
+    """``?value`` is ``term``. A string is compared by datatype and text: Virtuoso 7 never finds a stored string
+    sameTerm as a string constant of the query."""
+    if isinstance(term, rdflib.Literal) and term.language is None and term.datatype in (None, XSD.string):
+        return f"(isLiteral(?value) && sameTerm(datatype(?value), <{XSD.string}>) && STR(?value) = {rdflib.Literal(str(term)).n3()})"
+    return f"sameTerm(?value, {_t(term)})"
 
 
 def _values(var: str, iris: Iterable[str]) -> str:
@@ -233,11 +242,17 @@ def _value_check(p: str, entries: list[tuple]) -> Check:
         binds.append(f"BIND({guard}{expr} AS ?c{i})")
         flag_meta.append(tuple(users))
     cs = " ".join(f"?c{i}" for i in range(len(binds)))
+    body = (
+        f"{{ SELECT DISTINCT {G} ?this ?t WHERE {{ #V# GRAPH {G} {{ ?this a ?t }} {_values('?t', all_types) or 'VALUES ?t { <' + next(iter(all_types)) + '> }'} }} }}\n"
+        f"{{ SELECT {G} ?this ?value WHERE {{ #V# GRAPH {G} {{ ?this <{p}> ?value }} }} }}"
+    )
+    for n, join in enumerate(joins):
+        # each further OPTIONAL joins the result of the ones before as a sub-SELECT: Virtuoso 7 loses the matches
+        # of an OPTIONAL on ?value when another OPTIONAL (on ?this) follows it in the same group
+        body = (body if n == 0 else f"{{ SELECT * WHERE {{\n{body}\n}} }}") + "\n" + join
     text = (
         f"SELECT DISTINCT {G} ?this ?t ?value {cs} WHERE {{\n"
-        f"{{ SELECT DISTINCT {G} ?this ?t WHERE {{ #V# GRAPH {G} {{ ?this a ?t }} {_values('?t', all_types) or 'VALUES ?t { <' + next(iter(all_types)) + '> }'} }} }}\n"
-        f"{{ SELECT {G} ?this ?value WHERE {{ #V# GRAPH {G} {{ ?this <{p}> ?value }} }} }}\n"
-        + "\n".join(joins) + "\n" + "\n".join(binds) + "\nFILTER(" + " || ".join(f"?c{i}" for i in range(len(binds))) + ")\n}"
+        + body + "\n" + "\n".join(binds) + "\nFILTER(" + " || ".join(f"?c{i}" for i in range(len(binds))) + ")\n}"
     )
     return Check(kind="value", shape="", path=p, text=text, flags=tuple(flag_meta))
 
@@ -366,7 +381,7 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
             in_list = graph.value(ps, SH["in"])
             if in_list is not None:
                 members = list(Collection(graph, in_list))
-                test = " || ".join(f"sameTerm(?value, {_t(x)})" for x in members) or "false"
+                test = " || ".join(_same_term(x) for x in members) or "false"
                 add("InConstraintComponent", _not(test), f"Value not in list {[str(x) for x in members]}")
             for param, op, comp in (
                 (SH.minInclusive, ">=", "MinInclusiveConstraintComponent"),
@@ -579,63 +594,89 @@ class Runner:
         rows = self.remote.select(f"SELECT ?t WHERE {{ GRAPH <{graph}> {{ <{node.value}> a ?t }} }}")["results"]["bindings"]
         return {r["t"]["value"] for r in rows}
 
+    def _retyped_by_server(self, path: str, value: Any) -> bool:
+        """Whether a remote server changed the datatype of an integral number the mapping wrote (Virtuoso 7 reads an
+        integer beyond 32 bits as a decimal): its datatype check then reports the server, not the data."""
+        return self.remote is not None and mapped_number(ox.NamedNode(path), value) != value
+
     def run_batch(self, graphs: Sequence[str] | None, checks: Iterable[int] | None = None) -> list[Row]:
         """Results in one batch of graphs (all graphs when ``None``) of the checks of the given indexes (all when
         ``None``). A row whose component is :data:`BEYOND_RANGE` marks a graph holding a number the store cannot
         compute with."""
         out: list[tuple] = []
         for index in range(len(self.compiled.checks)) if checks is None else checks:
-            check = self.compiled.checks[index]
-            query = check.query(graphs)
-            if check.kind == "closed":
-                for row in self.rows(query):
-                    t, path = row["t"].value, row["path"].value
-                    for shape, targets, allowed, severity in check.closed:
-                        if t in targets and path not in allowed:
-                            out.append((row[G[1:]].value, row["this"], path, row["value"], "ClosedConstraintComponent", severity, check.message, shape))
-            elif check.kind == "value":
-                seen_count: set[tuple] = set()
-                for row in self.rows(query):
-                    g, this, t = row[G[1:]].value, row["this"], row["t"].value
-                    for i, users in enumerate(check.flags):
-                        if not _truthy(row.get(f"c{i}")):
-                            continue
-                        for shape, targets, component, severity, message in users:
-                            if t not in targets:
-                                continue
-                            if component == "MaxCountConstraintComponent":
-                                key = (g, this, shape)
-                                if key in seen_count:
-                                    continue
-                                seen_count.add(key)
-                                out.append((g, this, check.path, None, component, severity, message, shape))
-                            else:
-                                out.append((g, this, check.path, row["value"], component, severity, message, shape))
-            elif check.kind == "count":
-                for row in self.rows(query):
-                    g = row[G[1:]].value
-                    for i, (component, path, severity, message) in enumerate(check.flags):
-                        if _truthy(row.get(f"c{i}")):
-                            out.append((g, row["this"], path, None, component, severity, message, check.shape))
-            else:  # sparql
-                for row in self.rows(query):
-                    g = row.get(check.graph_variable)
-                    this = row.get("this")
-                    if g is None or this is None:
-                        continue
-                    if not (self.types_of(g.value, this) & check.targets):
-                        continue
-                    path_term = row.get("path")
-                    path = path_term.value if isinstance(path_term, ox.NamedNode) else check.path
-                    value = row.get("value")
-                    if value is None and check.path is None:
-                        value = this
-                    message = check.message
-                    for name, term in row.items():
-                        if term is not None:
-                            message = message.replace("{?" + name + "}", term.value).replace("{$" + name + "}", term.value)
-                    out.append((g.value, this, path, value, "SPARQLConstraintComponent", check.severity, message, check.shape))
+            out.extend(self._rows_in_parts(self.compiled.checks[index], graphs))
         return [(g, focus.value, path, _term_text(value), *rest) for g, focus, path, value, *rest in out]
+
+    def _rows_in_parts(self, check: Check, graphs: Sequence[str] | None) -> list[tuple]:
+        """The results of ``check`` in ``graphs``; where a server cuts the answer at its row cap, the graphs are
+        checked in halves (the results of one graph beyond the cap are an error that says so)."""
+        if self.remote is None:
+            return self._rows(check, graphs)
+        try:
+            return self._rows(check, graphs)
+        except RemoteTruncatedError:
+            names = list(graphs) if graphs is not None else self.remote.trace_iris()
+            if len(names) <= 1:
+                raise
+            half = len(names) // 2
+            return self._rows_in_parts(check, names[:half]) + self._rows_in_parts(check, names[half:])
+
+    def _rows(self, check: Check, graphs: Sequence[str] | None) -> list[tuple]:
+        """The results of one check in ``graphs`` (all graphs when ``None``), as (graph, focus, path, value term, ...)."""
+        out: list[tuple] = []
+        query = check.query(graphs)
+        if check.kind == "closed":
+            for row in self.rows(query):
+                t, path = row["t"].value, row["path"].value
+                for shape, targets, allowed, severity in check.closed:
+                    if t in targets and path not in allowed:
+                        out.append((row[G[1:]].value, row["this"], path, row["value"], "ClosedConstraintComponent", severity, check.message, shape))
+        elif check.kind == "value":
+            seen_count: set[tuple] = set()
+            for row in self.rows(query):
+                g, this, t = row[G[1:]].value, row["this"], row["t"].value
+                for i, users in enumerate(check.flags):
+                    if not _truthy(row.get(f"c{i}")):
+                        continue
+                    for shape, targets, component, severity, message in users:
+                        if t not in targets:
+                            continue
+                        if component == "MaxCountConstraintComponent":
+                            key = (g, this, shape)
+                            if key in seen_count:
+                                continue
+                            seen_count.add(key)
+                            out.append((g, this, check.path, None, component, severity, message, shape))
+                        elif component == "DatatypeConstraintComponent" and self._retyped_by_server(check.path, row["value"]):
+                            continue
+                        else:
+                            out.append((g, this, check.path, row["value"], component, severity, message, shape))
+        elif check.kind == "count":
+            for row in self.rows(query):
+                g = row[G[1:]].value
+                for i, (component, path, severity, message) in enumerate(check.flags):
+                    if _truthy(row.get(f"c{i}")):
+                        out.append((g, row["this"], path, None, component, severity, message, check.shape))
+        else:  # sparql
+            for row in self.rows(query):
+                g = row.get(check.graph_variable)
+                this = row.get("this")
+                if g is None or this is None:
+                    continue
+                if not (self.types_of(g.value, this) & check.targets):
+                    continue
+                path_term = row.get("path")
+                path = path_term.value if isinstance(path_term, ox.NamedNode) else check.path
+                value = row.get("value")
+                if value is None and check.path is None:
+                    value = this
+                message = check.message
+                for name, term in row.items():
+                    if term is not None:
+                        message = message.replace("{?" + name + "}", term.value).replace("{$" + name + "}", term.value)
+                out.append((g.value, this, path, value, "SPARQLConstraintComponent", check.severity, message, check.shape))
+        return out
 
 
 def _violations(rows: Iterable[Row], graphs: TraceGraphs) -> list[Violation]:
