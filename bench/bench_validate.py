@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_store import rss_mb, workload  # noqa: E402
+from bench_store import GENERATOR_VERSION, rss_mb, workload  # noqa: E402
 
 from dspy_rdf.inputs import read_traces  # noqa: E402
 from dspy_rdf.store import EmbeddedStore  # noqa: E402
@@ -52,7 +52,7 @@ STORE_VERSION = 2
 def build_store(lm_calls: int, workdir: Path) -> tuple[Path, int, int, int]:
     """The on-disk store holding the workload (built once, cached); its traces, LM calls and triples."""
     path, traces, calls = workload(lm_calls, workdir)
-    target = workdir / f"validate_store_{lm_calls}_v{STORE_VERSION}"
+    target = workdir / f"validate_store_{lm_calls}_workload{GENERATOR_VERSION}_v{STORE_VERSION}"  # rebuilt when the workload changes
     meta = target.with_suffix(".meta.json")
     if not meta.exists():
         start = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import threading
 import time
@@ -141,8 +142,13 @@ def test_a_failed_put_says_which_traces_of_the_batch_were_written(oxigraph_serve
 
 
 class Reply:
-    def __init__(self, status: int = 200, *, body: str | bytes = b"", headers: dict[str, str] | None = None, delay: float = 0.0) -> None:
-        self.status, self.headers, self.delay = status, headers or {}, delay
+    """A scripted answer; with ``echo``, ``{authorization}`` in the body is the request's Authorization header (a
+    server that quotes it in an error message)."""
+
+    def __init__(
+        self, status: int = 200, *, body: str | bytes = b"", headers: dict[str, str] | None = None, delay: float = 0.0, echo: bool = False
+    ) -> None:
+        self.status, self.headers, self.delay, self.echo = status, headers or {}, delay, echo
         self.body = body.encode() if isinstance(body, str) else body
 
 
@@ -169,13 +175,14 @@ class FakeServer:
                 outer.requests.append(Seen(self.command, self.path, dict(self.headers.items()), body))
                 reply = outer.replies.popleft() if outer.replies else Reply(200)
                 time.sleep(reply.delay)
+                body = reply.body.replace(b"{authorization}", self.headers.get("Authorization", "").encode()) if reply.echo else reply.body
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
-                    self.wfile.write(reply.body)
+                    self.wfile.write(body)
                 except OSError:  # the client gave up (timeout test)
                     pass
 
@@ -369,6 +376,43 @@ def test_basic_auth_from_the_environment_and_a_401_is_an_auth_error(monkeypatch)
     assert fake.requests[0].headers["Authorization"].startswith("Basic ")
     assert caught.value.status == 401 and SECRET not in "".join(traceback.format_exception(caught.value))
     assert "DSPY_RDF_STORE_USER" in str(caught.value)
+
+
+@pytest.mark.parametrize("scheme", ["basic", "digest", "bearer"])
+@pytest.mark.parametrize("command", [["stats"], ["validate"], ["dump"], ["query", "part_kinds"]])
+def test_a_server_quoting_the_credentials_in_an_error_never_shows_them(monkeypatch, capsys, scheme, command):
+    """Every form of every credential a server may quote in an error (the Authorization header as sent: base64 of
+    user:password, the digest fields, a bearer token; the password itself, URL-encoded, JSON-escaped) is masked in
+    what the CLI prints."""
+    import base64
+    import urllib.parse
+
+    from dspy_rdf.cli import main
+
+    password = "pa:ss w/ord\\\"1-" + SECRET
+    if scheme == "bearer":
+        monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", password)
+    else:
+        monkeypatch.setenv("DSPY_RDF_STORE_USER", "alice")
+        monkeypatch.setenv("DSPY_RDF_STORE_PASSWORD", password)
+        monkeypatch.setenv("DSPY_RDF_STORE_AUTH", scheme)
+    quoted = (
+        "Virtuoso 42000 Error: refused request with Authorization: {authorization}; "
+        f"password {password} {urllib.parse.quote(password)} {json.dumps(password)}"
+    )
+    forms = [password, urllib.parse.quote(password), json.dumps(password)[1:-1], base64.b64encode(f"alice:{password}".encode()).decode()]
+    with FakeServer() as fake:
+        challenge = Reply(401, headers={"WWW-Authenticate": 'Digest realm="r", nonce="abc123", qop="auth", algorithm=MD5'})
+        fake.script(*([challenge] if scheme == "digest" else []), *[Reply(400, body=quoted, echo=True) for _ in range(4)])
+        code = main([*command, "--store", fake.url])
+        out, err = capsys.readouterr()
+        sent = [r.headers.get("Authorization", "") for r in fake.requests]
+    assert code == 2 and "Virtuoso 42000 Error" in err, err
+    assert any(h.lower().startswith(scheme) for h in sent), sent
+    header = next(h for h in sent if h.lower().startswith(scheme))
+    shown = out + err
+    for secret in [*forms, header.split(" ", 1)[1]] + re.findall(r'(?:response|cnonce)="?([^",]+)', header):
+        assert secret not in shown, (secret, shown)
 
 
 def test_credentials_do_not_follow_a_redirect_to_another_host(monkeypatch):

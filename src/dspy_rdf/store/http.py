@@ -211,7 +211,7 @@ class _BearerAuth(httpx.Auth):
 def _secret_forms(user: str | None, secret: str) -> set[str]:
     """Every form in which a server may quote ``secret`` (a password or token) back: as given, URL-encoded,
     JSON-escaped, and in base64 as HTTP basic authentication sends it (``user:password``)."""
-    forms = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+    forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), json.dumps(secret)[1:-1]}
     if user is not None:
         pair = f"{user}:{secret}".encode()
         encoded = base64.b64encode(pair).decode()
