@@ -130,6 +130,8 @@ class TraceStore(ABC):
     """A store of traces, one named graph per trace."""
 
     location: str
+    retypes_numbers: bool = False
+    """Whether the store changes the datatype of integral numbers it keeps (some SPARQL servers do)."""
 
     # --- what each store implements ---------------------------------------------------------------------
 

@@ -237,6 +237,13 @@ class RemoteStore(TraceStore):
         """What the server says it is (its ``Server`` header), once it answered."""
         return self._http.server
 
+    @property
+    def retypes_numbers(self) -> bool:
+        """Whether the server changes the datatype of integral numbers it keeps (Virtuoso 7: ``"2"^^xsd:decimal``
+        becomes an integer, an integer beyond 32 bits a decimal); what it gives back is then read in the datatype
+        the mapping writes (:func:`~dspy_rdf.store.base.mapped_number`)."""
+        return "virtuoso" in (self.server or "").lower()
+
     def _graph_url(self, iri: str) -> httpx.URL:
         return httpx.URL(self.gsp_url).copy_merge_params({"graph": iri})
 
@@ -414,7 +421,8 @@ class RemoteStore(TraceStore):
                 f"the server sent {len(triples)} of the {expected} triples of {iri}", method="GET", url=safe_url(self.gsp_url)
             )
         canonical = ox.Store()  # literals as pyoxigraph keeps them, whatever lexical form the server wrote
-        canonical.extend(ox.Quad(s, p, mapped_number(p, o), graph) for s, p, o in triples)
+        retyped = self.retypes_numbers
+        canonical.extend(ox.Quad(s, p, mapped_number(p, o) if retyped else o, graph) for s, p, o in triples)
         return list(canonical.quads_for_pattern(None, None, None, graph))
 
     def _graph_triples(self, iri: str) -> set[tuple[Any, Any, Any]]:

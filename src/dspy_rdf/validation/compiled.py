@@ -597,7 +597,7 @@ class Runner:
     def _retyped_by_server(self, path: str, value: Any) -> bool:
         """Whether a remote server changed the datatype of an integral number the mapping wrote (Virtuoso 7 reads an
         integer beyond 32 bits as a decimal): its datatype check then reports the server, not the data."""
-        return self.remote is not None and mapped_number(ox.NamedNode(path), value) != value
+        return self.remote is not None and self.remote.retypes_numbers and mapped_number(ox.NamedNode(path), value) != value
 
     def run_batch(self, graphs: Sequence[str] | None, checks: Iterable[int] | None = None) -> list[Row]:
         """Results in one batch of graphs (all graphs when ``None``) of the checks of the given indexes (all when
