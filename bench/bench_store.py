@@ -123,6 +123,12 @@ def lm_call_count(trace) -> int:
     return len(trace.entries) + sum(isinstance(call, m.LMCall) for call in trace.calls)
 
 
+def renewed(entry, model: str, timestamp: str, rng: random.Random):
+    """A copy of a history entry with a new uuid, ``timestamp`` and the request's ``model``."""
+    request = dataclasses.replace(entry.request, model=model)
+    return dataclasses.replace(entry, request=request, uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)), timestamp=timestamp)
+
+
 def vary_run(trace, rng: random.Random):
     """A copy of the program run ``trace`` moved to a random start within 30 days, whose LM calls have new uuids and
     one of three models, and whose tool executions take log-normally distributed times."""
@@ -140,12 +146,8 @@ def vary_run(trace, rng: random.Random):
             began = datetime.fromisoformat(changes["started_at"])
             changes["ended_at"] = (began + timedelta(seconds=round(rng.lognormvariate(-2.0, 1.2), 6))).isoformat()
         if isinstance(call, m.LMCall) and call.entry is not None:
-            request = dataclasses.replace(call.entry.request, model=model)
             changes["model"] = model
-            changes["entry"] = dataclasses.replace(
-                call.entry, request=request, uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-                timestamp=changes["started_at"][:26],
-            )
+            changes["entry"] = renewed(call.entry, model, changes["started_at"][:26], rng)
         calls.append(dataclasses.replace(call, **changes))
     return dataclasses.replace(trace, calls=calls, started_at=moved(trace.started_at), ended_at=moved(trace.ended_at), source_index=None)
 
@@ -159,10 +161,7 @@ def vary(trace, rng: random.Random):
     entries = []
     for entry in trace.entries:
         when += timedelta(seconds=rng.uniform(0.2, 5.0))
-        request = dataclasses.replace(entry.request, model=model)
-        entries.append(
-            dataclasses.replace(entry, request=request, uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)), timestamp=when.isoformat())
-        )
+        entries.append(renewed(entry, model, when.isoformat(), rng))
     return dataclasses.replace(trace, entries=entries, source_index=None)
 
 

@@ -611,11 +611,9 @@ class Runner:
     def _rows_in_parts(self, check: Check, graphs: Sequence[str] | None) -> list[tuple]:
         """The results of ``check`` in ``graphs``; where a server cuts the answer at its row cap, the graphs are
         checked in halves (the results of one graph beyond the cap are an error that says so)."""
-        if self.remote is None:
-            return self._rows(check, graphs)
         try:
             return self._rows(check, graphs)
-        except RemoteTruncatedError:
+        except RemoteTruncatedError:  # only a remote store cuts answers
             names = list(graphs) if graphs is not None else self.remote.trace_iris()
             if len(names) <= 1:
                 raise
