@@ -202,3 +202,27 @@ def test_a_call_duration_is_the_exact_seconds_between_its_times(started_at, ende
     if seconds is not None:
         (quad,) = store.quads_for_pattern(None, ox.NamedNode(v.slot_iri("duration")), None)
         assert quad.object.datatype == ox.NamedNode(v.XSD_DECIMAL)
+
+
+def test_a_tool_execution_states_the_name_of_the_tool_it_ran():
+    trace = m.Trace(
+        source_kind="program_run",
+        source_format="dspy_callback",
+        calls=[
+            m.ToolExecution(tool_call=m.ToolCall(name=name), started_at="2031-01-01T10:00:00+00:00")
+            for name in ("search", "lookup", "search")
+        ],
+    )
+    store = store_of(trace)
+    tool_name = ox.NamedNode(v.slot_iri("tool_name"))
+    tool_call = ox.NamedNode(v.slot_iri("tool_call"))
+    label = ox.NamedNode(v.slot_iri("name"))
+    stated = {}
+    for quad in store.quads_for_pattern(None, tool_name, None):
+        [call] = store.quads_for_pattern(quad.subject, tool_call, None)
+        [name] = store.quads_for_pattern(call.object, label, None)
+        assert quad.object == name.object == ox.Literal(name.object.value)
+        stated[quad.subject.value] = quad.object.value
+    assert sorted(stated.values()) == ["lookup", "search", "search"]
+    [(_, back)] = parse_traces(serialize_traces([trace], RdfFormat.TURTLE), RdfFormat.TURTLE)
+    assert back == trace

@@ -511,11 +511,12 @@ _TRACE_SLOTS = frozenset(
     | _DERIVED_TRACE_SLOTS
 )
 _CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "duration", "error", "position"}  # duration: derived, ignored
+# ToolExecution's tool_name is derived too (its tool call's name) and ignored.
 _SUBTREE_TOTALS = {"subtree_lm_calls", "subtree_input_tokens", "subtree_output_tokens", "subtree_cost"}  # derived: ignored
 _CALL_SLOTS = {
     "ModuleCall": frozenset({*_CALL_COMMON, "module_class", "input_summary", "output_summary", "tool_calls", "returned_tool_calls"}),
     "LMCall": frozenset({*_CALL_COMMON, "model", "entry"}),
-    "ToolExecution": frozenset({*_CALL_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
+    "ToolExecution": frozenset({*_CALL_COMMON, "tool_call", "tool_name", "tool_result", "answers", "decided_by", "pairing"}),
     "EvaluateCall": frozenset(
         {*_CALL_COMMON, *_SUBTREE_TOTALS, "metric", "program_class", "program_fingerprint", "devset_size", "score", "example_results"}
     ),

@@ -423,6 +423,7 @@ class _Writer:
             add(f"{s} {P.tool_call} {cs}{t}")
             add(f"{cs} {_TYPE} {C['ToolCall']}{t}")
             add(f"{cs} {P.name} {_s(tc.name)}{t}")
+            add(f"{s} {P.tool_name} {_s(tc.name)}{t}")
             if tc.call_id is not None:
                 add(f"{cs} {P.call_id} {_s(tc.call_id)}{t}")
             if tc.args:
