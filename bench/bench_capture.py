@@ -1,11 +1,13 @@
 """Overhead of live capture: a dspy.ReAct program with and without the TraceRecorder callback, with every sink.
 
-    python bench/bench_capture.py [--runs 40] [--rounds 15] [--slow-runs 8] [--slow-rounds 5] [--lm-seconds 0.05]
+    python bench/bench_capture.py [--runs 40] [--rounds 15] [--slow-runs 8] [--slow-rounds 15] [--lm-seconds 0.05]
 
 Workload: a real dspy.ReAct run with two tools (one raises): 4 LM calls, 3 tool executions, 6 module calls per run
 (13 recorded calls; DSPy also dispatches 8 adapter format/parse events). Each round times --runs program runs in each
 configuration, the configurations interleaved so that machine noise hits them alike; the figures are medians over
-the rounds. A sink's time includes writing every run: each timed batch ends with ``recorder.flush()``.
+the rounds, and each difference between two configurations is the median of their differences within a round
+(paired: noise that slows a whole round cancels out). A sink's time includes writing every run: each timed batch ends
+with ``recorder.flush()``, the wait for the writer process to finish (also shown without that wait).
 
 - baseline: the program with no callback;
 - no-op BaseCallback: a callback with no handlers, i.e. the cost of DSPy's own dispatch, which any callback pays
@@ -78,30 +80,43 @@ class SlowMockLM(dspy.LM):
         return super().forward(prompt=prompt, messages=messages, **kwargs)
 
 
-def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> float:
-    """Seconds per program run, over ``runs`` runs, each with a fresh LM, the sinks' writing included."""
+def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> tuple[float, float]:
+    """Seconds per program run over ``runs`` runs, each with a fresh LM: without and with the wait, at the end, until
+    the sinks have written every run (a sink that writes in a process of its own works while the program runs)."""
     lms = [make_lm() for _ in range(runs)]
     start = time.perf_counter()
     for lm in lms:
         with dspy.context(lm=lm, callbacks=callbacks):
             program(question="What is 2 + 3, divided by 0?")
+    ran = time.perf_counter()
     for callback in callbacks:
         if isinstance(callback, TraceRecorder):
             callback.flush()
-    return (time.perf_counter() - start) / runs
+    return (ran - start) / runs, (time.perf_counter() - start) / runs
 
 
-def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> dict[str, float]:
+def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> dict[str, list[tuple[float, float]]]:
+    """Per configuration, the (without, with the wait) seconds per run of each round."""
     for callbacks in configs.values():  # warm up imports and caches
         time_runs(program, 2, callbacks, make_lm)
-    times: dict[str, list[float]] = {name: [] for name in configs}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     for _ in range(rounds):
         for name, callbacks in configs.items():
             times[name].append(time_runs(program, runs, callbacks, make_lm))
             for callback in callbacks:
                 if isinstance(callback, TraceRecorder) and isinstance(callback.sink, MemorySink):
                     callback.sink.traces.clear()
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def paired(times: dict[str, list[tuple[float, float]]], name: str, reference: str, column: int = 1) -> float:
+    """Median over rounds of the difference to ``reference`` in the same round (seconds per run): machine noise that
+    slows a whole round cancels out."""
+    return statistics.median(a[column] - b[1] for a, b in zip(times[name], times[reference]))
+
+
+def median(times: dict[str, list[tuple[float, float]]], name: str, column: int = 1) -> float:
+    return statistics.median(t[column] for t in times[name])
 
 
 def main() -> None:
@@ -109,7 +124,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40, help="DummyLM program runs per configuration per round")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--slow-runs", type=int, default=8, help="runs per configuration per round with the 50 ms LM")
-    parser.add_argument("--slow-rounds", type=int, default=5)
+    parser.add_argument("--slow-rounds", type=int, default=15)
     parser.add_argument("--lm-seconds", type=float, default=0.05, help="latency of each call of the slow LM")
     args = parser.parse_args()
 
@@ -137,17 +152,21 @@ def main() -> None:
             recorder.close()
 
     print(f"dspy {dspy.__version__}; DummyLM: {args.rounds} rounds x {args.runs} runs; dspy.LM with {args.lm_seconds * 1000:.0f} ms "
-          f"per call: {args.slow_rounds} rounds x {args.slow_runs} runs; medians per program run ({CALLS_PER_RUN} recorded calls)\n")
-    base, floor = fast["baseline (no callback)"], fast["no-op BaseCallback"]
-    slow_base = slow["baseline (no callback)"]
-    print("| configuration | DummyLM ms/run | vs baseline | µs per recorded call above the no-op callback | "
-          f"dspy.LM {args.lm_seconds * 1000:.0f} ms/call: ms/run | overhead vs no callback |")
+          f"per call: {args.slow_rounds} rounds x {args.slow_runs} runs; per program run ({CALLS_PER_RUN} recorded calls), medians "
+          "over rounds; differences are medians of the per-round differences (paired)\n")
+    base = "baseline (no callback)"
+    print("| configuration | DummyLM ms/run | µs per recorded call above the no-op callback | the same, not waiting for the "
+          f"writer | dspy.LM {args.lm_seconds * 1000:.0f} ms/call: ms/run | overhead vs no callback |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, med in fast.items():
-        per_call = f"{(med - floor) / CALLS_PER_RUN * 1e6:.0f}" if name.startswith("TraceRecorder") else "—"
-        slow_cells = f"{slow[name] * 1000:.1f} | {(slow[name] / slow_base - 1) * 100:+.2f}%" if name in slow else "— | —"
-        print(f"| {name} | {med * 1000:.2f} | {(med / base - 1) * 100:+.1f}% | {per_call} | {slow_cells} |")
-
+    for name in fast:
+        recorder = name.startswith("TraceRecorder")
+        per_call = f"{paired(fast, name, 'no-op BaseCallback') / CALLS_PER_RUN * 1e6:.0f}" if recorder else "—"
+        no_wait = f"{paired(fast, name, 'no-op BaseCallback', column=0) / CALLS_PER_RUN * 1e6:.0f}" if recorder else "—"
+        if name in slow:
+            slow_cells = f"{median(slow, name) * 1000:.1f} | {paired(slow, name, base) / median(slow, base) * 100:+.2f}%"
+        else:
+            slow_cells = "— | —"
+        print(f"| {name} | {median(fast, name) * 1000:.2f} | {per_call} | {no_wait} | {slow_cells} |")
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import dspy
 import pytest
@@ -134,3 +135,66 @@ def test_a_store_sink_closed_has_every_run_it_was_handed(tmp_path, runs):
     sink.close()
     with EmbeddedStore(tmp_path / "store", read_only=True) as store:
         assert store.trace_iris() == sorted(trace_iri(t) for t in runs)
+
+
+def unstorable_run() -> m.Trace:
+    """A run no store takes: a score that is not a finite decimal number."""
+    return m.Trace(
+        source_kind="program_run",
+        source_format="dspy_callback",
+        calls=[m.EvaluateCall(started_at="2031-01-01T10:00:00Z", score=float("nan"))],
+    )
+
+
+def test_runs_written_together_are_stored_unless_refused(tmp_path, runs):
+    sink = StoreSink(tmp_path / "store", background=False)
+    assert sink.write_many([runs[0], runs[1]]) is True
+    assert sink.write_many([runs[2], unstorable_run(), runs[3]]) is False
+    assert sink.store.stats()["traces"] == 4  # the others of the batch are stored all the same
+    sink.close()
+
+
+def test_runs_handed_over_faster_than_a_store_commits_are_all_stored_and_a_bad_one_goes_back(tmp_path, runs):
+    sink = StoreSink(tmp_path / "store")
+    recorder = TraceRecorder(sink)
+    bad = unstorable_run()
+    handed = [*runs[:6], bad, *runs[6:]]
+    for trace in handed:  # handed over in well under one commit's time: the writer takes them together
+        sink.write(trace)
+    assert sink.flush(timeout=60)
+    sink.close()
+    assert recorder.unwritten == [bad]
+    assert len(recorder.errors) == 1 and "score nan" in recorder.errors[0]
+    with EmbeddedStore(tmp_path / "store", read_only=True) as store:
+        assert set(store.trace_iris()) == {trace_iri(t) for t in runs}
+
+
+@pytest.mark.parametrize("name", ["history_entry_all_parts.json", "request_all_parts.json", "response_all_parts.json", "react_history.json"])
+def test_a_run_pickles_to_an_equal_run_as_it_is_handed_over(name, runs):
+    import pickle
+
+    from conftest import load
+    from dspy_rdf.tracejson import trace_from_json
+
+    for trace in (trace_from_json(load(name)), runs[0]):
+        back = pickle.loads(pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == trace and repr(back) == repr(trace)
+
+
+def test_a_file_sinks_runs_are_converted_off_the_programs_thread_and_all_written_when_the_sink_closes(tmp_path):
+    threads = []
+    with FileSink(tmp_path / "runs.jsonl") as sink:
+        recorder = TraceRecorder(sink, on_run=lambda trace: threads.append(threading.current_thread().name))
+        with dspy.context(lm=EchoLM(), callbacks=[recorder]):
+            for n in range(6):
+                dspy.Predict("question -> answer")(question=f"say {n}")
+    assert threads == ["dspy-rdf-recorder"] * 6
+    assert len(stored_runs(tmp_path / "runs.jsonl")) == 6 and recorder.errors == []
+
+
+def test_a_memory_sink_has_each_run_when_the_programs_call_returns():
+    memory = MemorySink()
+    recorder = TraceRecorder(memory)
+    with dspy.context(lm=EchoLM(), callbacks=[recorder]):
+        dspy.Predict("question -> answer")(question="say 1")
+        assert len(memory.traces) == 1

@@ -5,7 +5,9 @@ several; done in the program's own thread it would cost more than recording the 
 starts ``python -m dspy_rdf.background`` (a plain child process: nothing of the program's ``__main__`` is imported
 again there, unlike ``multiprocessing``), sends it each run as a pickle over a pipe, and the child writes it with an
 ordinary synchronous sink (:class:`~dspy_rdf.capture.FileSink` or :class:`~dspy_rdf.capture.StoreSink` with
-``background=False``, named by the spec the parent sends first, so that this module imports no sink), in order, answering each run with "done" or the reason it failed.
+``background=False``, named by the spec the parent sends first, so that this module imports no sink), in order,
+answering with the runs written ("done") and the reason each other run failed. Runs that arrived while one was being
+written are written together (one store transaction) and answered with one message.
 
 Nothing handed over is lost: a run the child could not write is given back to ``on_failure`` (the recorder keeps it in
 ``unwritten``); when the child dies, the runs it had not confirmed and every later run are written in the program's
@@ -22,6 +24,7 @@ import fcntl
 import logging
 import os
 import pickle
+import select
 import signal
 import struct
 import subprocess
@@ -186,7 +189,8 @@ class BackgroundWriter:
                 break
             if kind == "done":
                 with self._pending_lock:
-                    self._pending.pop(answer[1], None)
+                    for number in answer[1]:
+                        self._pending.pop(number, None)
             elif kind == "failed":
                 with self._pending_lock:
                     trace = self._pending.pop(answer[1], None)
@@ -244,12 +248,69 @@ def make_sink(spec: tuple[str, dict[str, Any]]) -> Any:
     return getattr(importlib.import_module(module), name)(**options)
 
 
+class _Inbox:
+    """The child's end of the pipe, read without blocking when asked: runs that arrive while one is written are
+    written together, and answered with one message."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.ended = False
+
+    def next(self, *, wait: bool = True) -> Any:
+        """The next message; None when none is there yet (``wait=False``) or at the end of the stream."""
+        while True:
+            if len(self.buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(self.buffer)
+                if len(self.buffer) >= _HEADER.size + size:
+                    data = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
+                    del self.buffer[: _HEADER.size + size]
+                    return pickle.loads(data)  # noqa: S301 - only ever from the other end of our own pipe
+            if self.ended or (not wait and not select.select([self.fd], [], [], 0)[0]):
+                return None
+            chunk = os.read(self.fd, _PIPE_BYTES)
+            if not chunk:
+                self.ended = True
+                return None
+            self.buffer += chunk
+
+
+_BATCH_RUNS = 64  # runs written together at most, so that answers keep coming under a long backlog
+
+
+def _write_runs(sink: Any, runs: list[tuple[int, Any]], stdout: BinaryIO) -> None:
+    """Write runs, together when the sink can (``write_many``: one store transaction; if it refuses any, each again on
+    its own to tell which), and answer them: one "done" for those written, a "failed" with the reason for each other."""
+    together = False
+    if len(runs) > 1 and hasattr(sink, "write_many"):
+        try:
+            together = sink.write_many([trace for _, trace in runs])
+        except Exception:  # noqa: BLE001, S110 - each run again on its own, so that each failure is its own
+            pass
+    reasons: list[str | None] = [None] * len(runs)
+    if not together:
+        reasons = []
+        for _, trace in runs:
+            try:
+                sink.write(trace)
+            except Exception as exc:  # noqa: BLE001 - the run goes back to the program
+                reasons.append(f"{type(exc).__name__}: {exc}")
+            else:
+                reasons.append(None)
+    written = [number for (number, _), reason in zip(runs, reasons) if reason is None]
+    if written:
+        _send(stdout, ("done", written))
+    for (number, _), reason in zip(runs, reasons):
+        if reason is not None:
+            _send(stdout, ("failed", number, reason))
+
+
 def _serve() -> None:
     # Ctrl-C in a terminal reaches the whole process group: the program decides when to stop, and this process
     # writes what it was given until the program closes the pipe.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    spec = _receive(stdin)
+    inbox, stdout = _Inbox(sys.stdin.fileno()), sys.stdout.buffer
+    spec = inbox.next()
     if spec is None:
         return
     try:
@@ -259,16 +320,18 @@ def _serve() -> None:
         return
     _send(stdout, ("ready",))
     try:
-        while (message := _receive(stdin)) is not None and message[0] != "close":
-            if message[0] == "run":
-                try:
-                    sink.write(message[2])
-                except Exception as exc:  # noqa: BLE001 - the run goes back to the program
-                    _send(stdout, ("failed", message[1], f"{type(exc).__name__}: {exc}"))
-                else:
-                    _send(stdout, ("done", message[1]))
-            elif message[0] == "flush":
+        message = inbox.next()
+        while message is not None and message[0] != "close":
+            if message[0] == "flush":
                 _send(stdout, ("flushed", message[1]))
+                message = inbox.next()
+                continue
+            runs = [(message[1], message[2])]
+            while len(runs) < _BATCH_RUNS and (message := inbox.next(wait=False)) is not None and message[0] == "run":
+                runs.append((message[1], message[2]))
+            _write_runs(sink, runs, stdout)
+            if message is None or message[0] == "run":
+                message = inbox.next()
     finally:
         if hasattr(sink, "close"):
             sink.close()

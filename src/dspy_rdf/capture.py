@@ -29,7 +29,10 @@ the parent's call id inside a start handler) and its error, if it raised:
 
 Handlers are thread-safe (one lock; runs started in other threads, as ``dspy.Parallel`` does, are separate
 runs, except the evaluated program's). Converting and writing a run happens once, when it ends, so a call adds
-only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). A callback must
+only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). With a sink that
+writes later anyway (``FileSink``, ``StoreSink``: read them after :meth:`TraceRecorder.flush`), the run is converted
+in a thread of the recorder's own, which works while the program waits for its LM; a ``MemorySink`` gets each run
+before the program's call returns. A callback must
 never break the program, and DSPy swallows callback exceptions: a run is never lost. A value without a JSON form is
 kept as its text and listed in the trace's ``losses``; a run the sink cannot write stays in
 :attr:`TraceRecorder.unwritten`; both are reported in :attr:`TraceRecorder.errors`.
@@ -37,12 +40,16 @@ kept as its text and listed in the trace's ``losses``; a run the sink cannot wri
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
+import os
 import pickle
+import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -84,6 +91,28 @@ _MAX_DEPTH = 12
 
 
 _PENDING = ""  # a call's times are set from _Run.starts/ends when its run is built
+
+_BUILDING: weakref.WeakSet[TraceRecorder] = weakref.WeakSet()
+"""Recorders whose builder thread runs. At exit each one hands its last runs to its sink before the sinks' writer
+processes are closed: this is registered when the first builder starts, after :mod:`dspy_rdf.background` registered
+its own exit handler, and exit handlers run last registered first."""
+
+
+_EXIT_HANDLER: list[bool] = []
+
+
+def _register_exit_handler() -> None:
+    if not _EXIT_HANDLER:
+        _EXIT_HANDLER.append(True)
+        atexit.register(_finish_building)
+
+
+def _finish_building() -> None:
+    for recorder in list(_BUILDING):
+        try:
+            recorder._wait_built()
+        except Exception:  # noqa: BLE001, S110 - at exit, every other recorder still gets its turn
+            pass
 
 
 def _iso(seconds: float) -> str:
@@ -157,6 +186,9 @@ class _Background:
 
     def _start(self, spec: tuple, background: bool) -> None:
         self.on_failure: Callable[[m.Trace, str], None] | None = None
+        # Called first by flush and close: a recorder that converts finished runs in a thread of its own hands them
+        # all over before the sink waits for (or stops) its writer.
+        self.before_flush: list[Callable[[], None]] = []
         self._writer = None
         if not background:
             return
@@ -170,6 +202,12 @@ class _Background:
             self._writer = BackgroundWriter(spec, fallback=lambda: self._synchronous(), on_failure=self._failed)
         except BackgroundWriterError as exc:
             raise _sink_error(exc) from None
+
+    @property
+    def writes_later(self) -> bool:
+        """Whether runs are written by a process of the sink's own, after ``write`` returns (read them after
+        :meth:`flush`); otherwise each is written before ``write`` returns."""
+        return self._writer is not None
 
     def _synchronous(self) -> Any:
         raise NotImplementedError
@@ -192,10 +230,14 @@ class _Background:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
+        for wait in self.before_flush:
+            wait()
         return True if self._writer is None else self._writer.flush(timeout)
 
     def close(self) -> None:
         """Write what is pending and stop the writer process (a second close does nothing)."""
+        for wait in self.before_flush:
+            wait()
         if self._writer is not None:
             self._writer.close()
 
@@ -312,6 +354,14 @@ class StoreSink(_Background):
             iri, why = report.failed[0]
             raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
 
+    def write_many(self, traces: list[m.Trace]) -> bool:
+        """Store several runs in one atomic write (a store's commit costs nearly the same for one run as for many);
+        False when the store refused any of them, which :meth:`write` then tells apart one by one (those stored are
+        kept as they are). The writer process uses it for the runs that wait together."""
+        with self._lock:
+            report = self.store.put(traces, base=self.base, redactor=self.redactor)
+        return not report.failed
+
     def close(self) -> None:
         """Write what is pending, then close the store if this sink opened it (a second close does nothing)."""
         super().close()
@@ -348,7 +398,8 @@ class TraceRecorder(BaseCallback):
     """A DSPy callback that records each program run as one ``program_run`` trace and hands it to ``sink``.
 
     ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
-    after the sink, e.g. to print its IRI. :attr:`errors` lists, one line each, every run that was recorded with a
+    after the sink, e.g. to print its IRI (from the recorder's builder thread when the sink writes later: a
+    ``FileSink`` or ``StoreSink``, whose runs, losses and failures are all in after :meth:`flush`). :attr:`errors` lists, one line each, every run that was recorded with a
     loss (a value kept as text, see ``Trace.losses``) and every run the sink could not write; a run the sink could
     not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
     """
@@ -369,6 +420,15 @@ class TraceRecorder(BaseCallback):
         self._lock = threading.Lock()
         if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
             self.sink.on_failure = self._not_written
+        # A sink that writes later anyway (``writes_later``; it waits for this recorder before it flushes or closes) gets
+        # runs converted by the recorder's builder thread; any other sink gets each run before the program's call returns.
+        self._converts_later = getattr(self.sink, "writes_later", False) is True and isinstance(getattr(self.sink, "before_flush", None), list)
+        if self._converts_later:
+            self.sink.before_flush.append(self._wait_built)
+        # Finished runs wait here for the builder thread when the sink writes later anyway (it has ``flush``).
+        self._builds: queue.Queue[_Run | None] | None = None
+        self._builder: threading.Thread | None = None
+        self._builder_pid = 0
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -542,6 +602,50 @@ class TraceRecorder(BaseCallback):
     # -- finishing a run --
 
     def _finish(self, run: _Run) -> None:
+        if self._converts_later:
+            builds = self._builder_queue()
+            if builds is not None:
+                builds.put(run)
+                return
+        self._build_and_write(run)
+
+    def _builder_queue(self) -> queue.Queue[_Run | None] | None:
+        """The queue of the builder thread, started on first use (again in a forked process, where threads are gone);
+        None once the recorder is closed."""
+        with self._lock:
+            if self._builder_pid == -1:
+                return None
+            if self._builder is None or self._builder_pid != os.getpid():
+                self._builds = queue.Queue()
+                self._builder_pid = os.getpid()
+                self._builder = threading.Thread(target=self._build_runs, args=(self._builds,), name="dspy-rdf-recorder", daemon=True)
+                self._builder.start()
+                _BUILDING.add(self)
+                _register_exit_handler()
+            return self._builds
+
+    def _build_runs(self, builds: queue.Queue[_Run | None]) -> None:
+        while True:
+            run = builds.get()
+            try:
+                if run is None:
+                    return
+                self._build_and_write(run)
+            except Exception as exc:  # noqa: BLE001 - the thread must go on with the next runs
+                logger.warning("dspy-rdf: %s", exc)
+            finally:
+                builds.task_done()
+
+    def _wait_built(self) -> None:
+        """Wait until the builder thread has handed every finished run to the sink."""
+        if threading.current_thread() is self._builder:
+            return  # the sink, or on_run, flushing from the builder thread: what it waits for is itself
+        with self._lock:
+            builds = self._builds if self._builder_pid == os.getpid() else None
+        if builds is not None:
+            builds.join()
+
+    def _build_and_write(self, run: _Run) -> None:
         try:
             trace = self._build(run)
         except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the run: keep what every call recorded
@@ -566,14 +670,25 @@ class TraceRecorder(BaseCallback):
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
         then); False on timeout. Needed only before reading a sink's file or store in the same program."""
+        self._wait_built()
         flush = getattr(self.sink, "flush", None)
         return True if flush is None else flush(timeout)
 
     def close(self) -> None:
-        """Write what is pending and close the sink (see :meth:`flush`)."""
+        """Write what is pending and close the sink (see :meth:`flush`); runs that finish later are written as they end."""
+        self._stop_builder()
         close = getattr(self.sink, "close", None)
         if close is not None:
             close()
+
+    def _stop_builder(self) -> None:
+        with self._lock:
+            builds = self._builds if self._builder_pid == os.getpid() else None
+            self._builder_pid = -1  # from now on runs are built in the thread that finishes them
+        if builds is not None:
+            builds.put(None)
+            builds.join()
+        _BUILDING.discard(self)
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"
