@@ -3,7 +3,8 @@ Virtuoso 7, each write method, against each server's own bulk load of the same N
 
     .venv/bin/python bench/bench_remote.py [--traces 1500] [--repeat 3] [--workdir DIR]
 
-Workload: the first ``--traces`` traces of the store benchmark's cached JSONL (``bench/bench_store.py`` writes it;
+Workload: the first ``--traces`` traces of the store benchmark's JSONL at 10k LM calls (``bench/bench_store.py``'s
+generator, cached in ``--workdir``;
 real DSPy traces copied with identity-neutral changes), read and encoded once. Each measurement writes every trace
 into an empty server (the servers are started by ``tests/servers.py`` on 127.0.0.1, each in a temporary directory)
 and is the median of ``--repeat`` runs; peak memory is the Python allocations' peak during the write (tracemalloc).
@@ -27,6 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_store import workload  # noqa: E402  (the same workload files)
 from servers import Server, oxigraph_command, start_oxigraph, start_virtuoso  # noqa: E402
 
 from dspy_rdf.identity import DEFAULT_BASE  # noqa: E402
@@ -35,12 +39,18 @@ from dspy_rdf.store import EncodedTrace, encode_traces  # noqa: E402
 from dspy_rdf.store.remote import RemoteStore, WriteMethod  # noqa: E402
 
 
-def timed_put(url: str, env: dict[str, str], traces: list, write: WriteMethod) -> tuple[float, float]:
+class OneRequestAtATime(RemoteStore):
+    """The first way of writing to a server: one trace per request, one request at a time (the reference rate)."""
+
+    writer_threads = 1
+
+
+def timed_put(url: str, env: dict[str, str], traces: list, write: WriteMethod, store_class: type = RemoteStore) -> tuple[float, float]:
     """Seconds and peak MiB of one ``put`` of every trace into an empty server."""
     import os
 
     os.environ.update(env)
-    with RemoteStore(url, write=write, max_attempts=2) as store:
+    with store_class(url, write=write, max_attempts=2) as store:
         names = store.trace_iris()
         for start in range(0, len(names), 500):
             store.update(" ;\n".join(f"DROP SILENT GRAPH <{n}>" for n in names[start:start + 500]))
@@ -78,9 +88,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", type=int, default=1500)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workdir", type=Path, default=Path("/work/bench-work"))
+    parser.add_argument("--workdir", type=Path, default=None, help="where the workload file is cached (default: a temp dir)")
     args = parser.parse_args()
-    source = args.workdir / "traces_10000_v1.jsonl"
+    if args.workdir is None:
+        args.workdir = Path(tempfile.mkdtemp(prefix="bench-remote-"))
+    source, _, _ = workload(10_000, args.workdir)
     traces = [item.trace for item in itertools.islice(read_traces(source), args.traces)]
     encoded = [e for e in encode_traces(traces, base=DEFAULT_BASE) if isinstance(e, EncodedTrace)]
     triples = sum(e.triples for e in encoded)
@@ -93,10 +105,12 @@ def main() -> None:
         try:
             for name, server in servers:
                 methods = [WriteMethod.QUADS, WriteMethod.GRAPH] if name.startswith("oxigraph") else [WriteMethod.GRAPH, WriteMethod.UPDATE]
-                for method in methods:
-                    runs = [timed_put(server.url, server.env, traces, method) for _ in range(args.repeat)]
+                ways = [(f"put, {m.value}", m, RemoteStore) for m in methods]
+                ways.append(("one PUT per trace, one at a time (the first way; the reference)", WriteMethod.GRAPH, OneRequestAtATime))
+                for how, method, store_class in ways:
+                    runs = [timed_put(server.url, server.env, traces, method, store_class) for _ in range(args.repeat)]
                     seconds = statistics.median(s for s, _ in runs)
-                    rows.append((name, f"put, {method.value}", triples / seconds, max(p for _, p in runs)))
+                    rows.append((name, how, triples / seconds, max(p for _, p in runs)))
                     print(rows[-1], flush=True)
                 if name.startswith("oxigraph"):
                     bulk = statistics.median(oxigraph_bulk(nquads, work) for _ in range(args.repeat))
