@@ -198,3 +198,74 @@ def test_a_memory_sink_has_each_run_when_the_programs_call_returns():
     with dspy.context(lm=EchoLM(), callbacks=[recorder]):
         dspy.Predict("question -> answer")(question="say 1")
         assert len(memory.traces) == 1
+
+
+def record(recorder: TraceRecorder, runs: int = 1) -> None:
+    with dspy.context(lm=EchoLM(), callbacks=[recorder]):
+        for n in range(runs):
+            dspy.Predict("question -> answer")(question=f"say {n}")
+
+
+def test_closing_the_recorder_from_on_run_does_not_hang(tmp_path):
+    with FileSink(tmp_path / "runs.jsonl") as sink:
+        recorder = TraceRecorder(sink)
+        recorder.on_run = lambda trace: recorder.close()
+        record(recorder, 2)
+        assert recorder.flush(timeout=30)
+    assert len(stored_runs(tmp_path / "runs.jsonl")) == 2
+
+
+def test_two_recorders_sharing_a_sink_and_flushing_from_on_run_do_not_hang(tmp_path):
+    with FileSink(tmp_path / "runs.jsonl") as sink:
+        first, second = TraceRecorder(sink), TraceRecorder(sink)
+        first.on_run = lambda trace: sink.flush()
+        second.on_run = lambda trace: sink.flush()
+        record(first, 2)
+        record(second, 1)
+        assert sink.flush(timeout=30)
+    assert len(stored_runs(tmp_path / "runs.jsonl")) == 3
+
+
+def test_flush_keeps_to_its_timeout_while_runs_are_being_converted(tmp_path):
+    import time
+
+    with FileSink(tmp_path / "runs.jsonl") as sink:
+        recorder = TraceRecorder(sink, on_run=lambda trace: time.sleep(2))
+        record(recorder, 1)
+        started = time.monotonic()
+        assert recorder.flush(timeout=0.2) is False
+        assert time.monotonic() - started < 1.5
+        assert recorder.flush(timeout=30) is True
+
+
+def test_runs_recorded_in_a_forked_process_that_exits_at_once_are_written(tmp_path):
+    sink = FileSink(tmp_path / "runs.jsonl")
+    recorder = TraceRecorder(sink)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            record(recorder, 3)
+        finally:
+            os._exit(0)  # no exit handlers, as multiprocessing's forked workers end
+    os.waitpid(pid, 0)
+    record(recorder, 2)
+    sink.close()
+    assert len(stored_runs(tmp_path / "runs.jsonl")) == 5
+
+
+def test_a_recorders_thread_ends_when_no_run_comes(tmp_path, monkeypatch):
+    import time
+
+    from dspy_rdf import capture
+
+    monkeypatch.setattr(capture, "_BUILDER_IDLE_SECONDS", 0.2)
+    with FileSink(tmp_path / "runs.jsonl") as sink:
+        recorder = TraceRecorder(sink)
+        record(recorder, 1)
+        assert recorder.flush(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(t.name == "dspy-rdf-recorder" and t.is_alive() for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(t.name == "dspy-rdf-recorder" and t.is_alive() for t in threading.enumerate())
+        record(recorder, 1)  # a new thread takes the next run
+    assert len(stored_runs(tmp_path / "runs.jsonl")) == 2

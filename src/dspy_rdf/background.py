@@ -126,6 +126,11 @@ class BackgroundWriter:
 
     # --- the program's side --------------------------------------------------------------------------------------
 
+    @property
+    def in_this_process(self) -> bool:
+        """Whether runs submitted here go to the child: in the process that started it, until it is gone or closed."""
+        return os.getpid() == self._pid and self._local is None and not self._closed
+
     def submit(self, trace: Any) -> None:
         """Hand one run over (written in order); returns at once unless the pipe is full."""
         with self._lock:
@@ -279,30 +284,24 @@ _BATCH_RUNS = 64  # runs written together at most, so that answers keep coming u
 
 
 def _write_runs(sink: Any, runs: list[tuple[int, Any]], stdout: BinaryIO) -> None:
-    """Write runs, together when the sink can (``write_many``: one store transaction; if it refuses any, each again on
-    its own to tell which), and answer them: one "done" for those written, a "failed" with the reason for each other."""
+    """Write runs, together when the sink can (``write_many``: one atomic store write, answered with one "done"); else,
+    or if it refuses any, each on its own, answered as it is written ("done", or "failed" with the reason)."""
     together = False
     if len(runs) > 1 and hasattr(sink, "write_many"):
         try:
             together = sink.write_many([trace for _, trace in runs])
         except Exception:  # noqa: BLE001, S110 - each run again on its own, so that each failure is its own
             pass
-    reasons: list[str | None] = [None] * len(runs)
     if not together:
-        reasons = []
-        for _, trace in runs:
+        for number, trace in runs:  # each answered once written: a child killed mid-batch leaves none unconfirmed
             try:
                 sink.write(trace)
             except Exception as exc:  # noqa: BLE001 - the run goes back to the program
-                reasons.append(f"{type(exc).__name__}: {exc}")
+                _send(stdout, ("failed", number, f"{type(exc).__name__}: {exc}"))
             else:
-                reasons.append(None)
-    written = [number for (number, _), reason in zip(runs, reasons) if reason is None]
-    if written:
-        _send(stdout, ("done", written))
-    for (number, _), reason in zip(runs, reasons):
-        if reason is not None:
-            _send(stdout, ("failed", number, reason))
+                _send(stdout, ("done", [number]))
+        return
+    _send(stdout, ("done", [number for number, _ in runs]))
 
 
 def _serve() -> None:

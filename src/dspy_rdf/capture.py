@@ -98,6 +98,9 @@ processes are closed: this is registered when the first builder starts, after :m
 its own exit handler, and exit handlers run last registered first."""
 
 
+_IN_BUILDER = threading.local()  # ``active`` in the recorders' builder threads
+_BUILDER_IDLE_SECONDS = 5.0  # a builder thread with no run for this long ends (the next run starts another)
+
 _EXIT_HANDLER: list[bool] = []
 
 
@@ -186,9 +189,9 @@ class _Background:
 
     def _start(self, spec: tuple, background: bool) -> None:
         self.on_failure: Callable[[m.Trace, str], None] | None = None
-        # Called first by flush and close: a recorder that converts finished runs in a thread of its own hands them
-        # all over before the sink waits for (or stops) its writer.
-        self.before_flush: list[Callable[[], None]] = []
+        # Called first by flush and close (with the time left, or None): a recorder that converts finished runs in a
+        # thread of its own hands them all over before the sink waits for (or stops) its writer; False on timeout.
+        self.before_flush: list[Callable[[float | None], bool]] = []
         self._writer = None
         if not background:
             return
@@ -207,7 +210,7 @@ class _Background:
     def writes_later(self) -> bool:
         """Whether runs are written by a process of the sink's own, after ``write`` returns (read them after
         :meth:`flush`); otherwise each is written before ``write`` returns."""
-        return self._writer is not None
+        return self._writer is not None and self._writer.in_this_process
 
     def _synchronous(self) -> Any:
         raise NotImplementedError
@@ -230,9 +233,13 @@ class _Background:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for wait in self.before_flush:
-            wait()
-        return True if self._writer is None else self._writer.flush(timeout)
+            if not wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                return False
+        if self._writer is None:
+            return True
+        return self._writer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Write what is pending and stop the writer process (a second close does nothing)."""
@@ -428,7 +435,8 @@ class TraceRecorder(BaseCallback):
         # Finished runs wait here for the builder thread when the sink writes later anyway (it has ``flush``).
         self._builds: queue.Queue[_Run | None] | None = None
         self._builder: threading.Thread | None = None
-        self._builder_pid = 0
+        self._builder_pid = 0  # the process whose builder runs; -1 once closed
+        self._builds_pid = 0  # the process that made ``_builds``
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -602,31 +610,42 @@ class TraceRecorder(BaseCallback):
     # -- finishing a run --
 
     def _finish(self, run: _Run) -> None:
-        if self._converts_later:
-            builds = self._builder_queue()
-            if builds is not None:
-                builds.put(run)
-                return
+        # The builder is used only in the process whose writer it feeds: a forked process may end with os._exit,
+        # skipping exit handlers, so there each run is built and written before the call returns, as with no writer.
+        if self._converts_later and self.sink.writes_later:
+            with self._lock:  # under the lock, so that close() cannot put its stop marker in between
+                builds = self._builder_queue()
+                if builds is not None:
+                    builds.put(run)
+                    return
         self._build_and_write(run)
 
     def _builder_queue(self) -> queue.Queue[_Run | None] | None:
-        """The queue of the builder thread, started on first use (again in a forked process, where threads are gone);
-        None once the recorder is closed."""
-        with self._lock:
-            if self._builder_pid == -1:
-                return None
-            if self._builder is None or self._builder_pid != os.getpid():
-                self._builds = queue.Queue()
-                self._builder_pid = os.getpid()
-                self._builder = threading.Thread(target=self._build_runs, args=(self._builds,), name="dspy-rdf-recorder", daemon=True)
-                self._builder.start()
-                _BUILDING.add(self)
-                _register_exit_handler()
-            return self._builds
+        """The queue of the builder thread, started when none runs (again in a forked process, where threads are
+        gone, and after it ended idle); None once the recorder is closed. Called with ``self._lock`` held."""
+        if self._builder_pid == -1:
+            return None
+        if self._builder is None or self._builder_pid != os.getpid():
+            self._builds = queue.Queue()
+            self._builds_pid = self._builder_pid = os.getpid()
+            self._builder = threading.Thread(target=self._build_runs, args=(self._builds,), name="dspy-rdf-recorder", daemon=True)
+            self._builder.start()
+            _BUILDING.add(self)
+            _register_exit_handler()
+        return self._builds
 
     def _build_runs(self, builds: queue.Queue[_Run | None]) -> None:
+        _IN_BUILDER.active = True
         while True:
-            run = builds.get()
+            try:
+                run = builds.get(timeout=_BUILDER_IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:  # runs are put under this lock: an empty queue here stays empty
+                    if builds.empty():
+                        if self._builder is threading.current_thread():
+                            self._builder = None
+                        return
+                continue
             try:
                 if run is None:
                     return
@@ -636,14 +655,17 @@ class TraceRecorder(BaseCallback):
             finally:
                 builds.task_done()
 
-    def _wait_built(self) -> None:
-        """Wait until the builder thread has handed every finished run to the sink."""
-        if threading.current_thread() is self._builder:
-            return  # the sink, or on_run, flushing from the builder thread: what it waits for is itself
+    def _wait_built(self, timeout: float | None = None) -> bool:
+        """Wait until the builder thread has handed every finished run to the sink; False on timeout. Returns at
+        once in a builder thread (of this recorder or another one sharing the sink): it would wait for itself."""
+        if getattr(_IN_BUILDER, "active", False):
+            return True
         with self._lock:
-            builds = self._builds if self._builder_pid == os.getpid() else None
-        if builds is not None:
-            builds.join()
+            builds = self._builds if self._builds_pid == os.getpid() else None  # a forked process has no builder
+        if builds is None:
+            return True
+        with builds.all_tasks_done:
+            return builds.all_tasks_done.wait_for(lambda: builds.unfinished_tasks == 0, timeout)
 
     def _build_and_write(self, run: _Run) -> None:
         try:
@@ -670,9 +692,11 @@ class TraceRecorder(BaseCallback):
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
         then); False on timeout. Needed only before reading a sink's file or store in the same program."""
-        self._wait_built()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._wait_built(timeout):
+            return False
         flush = getattr(self.sink, "flush", None)
-        return True if flush is None else flush(timeout)
+        return True if flush is None else flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Write what is pending and close the sink (see :meth:`flush`); runs that finish later are written as they end."""
@@ -683,10 +707,13 @@ class TraceRecorder(BaseCallback):
 
     def _stop_builder(self) -> None:
         with self._lock:
-            builds = self._builds if self._builder_pid == os.getpid() else None
+            running = self._builder is not None and self._builds_pid == os.getpid()
+            builds = self._builds if running else None  # a builder that ended idle left an empty queue
             self._builder_pid = -1  # from now on runs are built in the thread that finishes them
-        if builds is not None:
-            builds.put(None)
+            self._builder = None
+            if builds is not None:
+                builds.put(None)  # behind every run already put: they are all built first
+        if builds is not None and not getattr(_IN_BUILDER, "active", False):
             builds.join()
         _BUILDING.discard(self)
 
