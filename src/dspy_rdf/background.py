@@ -7,7 +7,8 @@ again there, unlike ``multiprocessing``), sends it each run as a pickle over a p
 ordinary synchronous sink (:class:`~dspy_rdf.capture.FileSink` or :class:`~dspy_rdf.capture.StoreSink` with
 ``background=False``, named by the spec the parent sends first, so that this module imports no sink), in order,
 answering with the runs written ("done") and the reason each other run failed. Runs that arrived while one was being
-written are written together (one store transaction) and answered with one message.
+written go to a store sink together (one atomic write, one answer); a file sink's runs are confirmed one by one as
+they are written, so that a child killed in the middle leaves no written run unconfirmed.
 
 Nothing handed over is lost: a run the child could not write is given back to ``on_failure`` (the recorder keeps it in
 ``unwritten``); when the child dies, the runs it had not confirmed and every later run are written in the program's
