@@ -205,7 +205,9 @@ def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_partial_output(tmp_p
     lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
     many.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(2000) for line in lines) + "\n")
     process = subprocess.Popen(
-        [sys.executable, "-m", "dspy_rdf.cli", "export", str(many), "-o", "out.nq"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "dspy_rdf.cli", "export", str(many), "-o", "out.nq"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # Ctrl-C as in a terminal: a suite started in the background of a shell passes SIGINT on ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(p.name.startswith(".out.nq.") for p in tmp_path.iterdir()):
