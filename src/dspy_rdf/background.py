@@ -59,16 +59,31 @@ def _send(handle: BinaryIO, message: object) -> None:
     handle.flush()
 
 
-def _receive(handle: BinaryIO) -> Any:
-    """The next message, or None at the end of the stream."""
-    header = handle.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(header)
-    data = handle.read(size)
-    if len(data) < size:
-        return None
-    return pickle.loads(data)  # noqa: S301 - only ever from the other end of our own pipe
+class _Inbox:
+    """The messages arriving on a pipe, each end's reader: the child can also ask without waiting (to take together
+    the runs already there), which a buffered file object cannot tell."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.ended = False
+
+    def next(self, *, wait: bool = True) -> Any:
+        """The next message; None when none is there yet (``wait=False``) or at the end of the stream."""
+        while True:
+            if len(self.buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(self.buffer)
+                if len(self.buffer) >= _HEADER.size + size:
+                    data = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
+                    del self.buffer[: _HEADER.size + size]
+                    return pickle.loads(data)  # noqa: S301 - only ever from the other end of our own pipe
+            if self.ended or (not wait and not select.select([self.fd], [], [], 0)[0]):
+                return None
+            chunk = os.read(self.fd, _PIPE_BYTES)
+            if not chunk:
+                self.ended = True
+                return None
+            self.buffer += chunk
 
 
 _OPEN: weakref.WeakSet[BackgroundWriter] = weakref.WeakSet()
@@ -112,7 +127,8 @@ class BackgroundWriter:
             fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
         try:
             _send(self._process.stdin, spec)
-            answer = _receive(self._process.stdout)
+            self._answers = _Inbox(self._process.stdout.fileno())
+            answer = self._answers.next()
         except OSError:
             answer = None
         if answer is None or answer[0] != "ready":
@@ -182,10 +198,9 @@ class BackgroundWriter:
     # --- answers -------------------------------------------------------------------------------------------------
 
     def _read_answers(self) -> None:
-        stdout = self._process.stdout
         while True:
             try:
-                answer = _receive(stdout)
+                answer = self._answers.next()
             except (OSError, pickle.UnpicklingError, EOFError):
                 answer = None
             if answer is None:
@@ -252,33 +267,6 @@ def make_sink(spec: tuple[str, dict[str, Any]]) -> Any:
     where, options = spec
     module, _, name = where.partition(":")
     return getattr(importlib.import_module(module), name)(**options)
-
-
-class _Inbox:
-    """The child's end of the pipe, read without blocking when asked: runs that arrive while one is written are
-    written together, and answered with one message."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = bytearray()
-        self.ended = False
-
-    def next(self, *, wait: bool = True) -> Any:
-        """The next message; None when none is there yet (``wait=False``) or at the end of the stream."""
-        while True:
-            if len(self.buffer) >= _HEADER.size:
-                (size,) = _HEADER.unpack_from(self.buffer)
-                if len(self.buffer) >= _HEADER.size + size:
-                    data = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
-                    del self.buffer[: _HEADER.size + size]
-                    return pickle.loads(data)  # noqa: S301 - only ever from the other end of our own pipe
-            if self.ended or (not wait and not select.select([self.fd], [], [], 0)[0]):
-                return None
-            chunk = os.read(self.fd, _PIPE_BYTES)
-            if not chunk:
-                self.ended = True
-                return None
-            self.buffer += chunk
 
 
 _BATCH_RUNS = 64  # runs written together at most, so that answers keep coming under a long backlog

@@ -118,6 +118,11 @@ def _finish_building() -> None:
             pass
 
 
+def _time_left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (a ``time.monotonic()`` value), never below zero; None for no deadline."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
@@ -235,11 +240,9 @@ class _Background:
         """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for wait in self.before_flush:
-            if not wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+            if not wait(_time_left(deadline)):
                 return False
-        if self._writer is None:
-            return True
-        return self._writer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return True if self._writer is None else self._writer.flush(_time_left(deadline))
 
     def close(self) -> None:
         """Write what is pending and stop the writer process (a second close does nothing)."""
@@ -435,8 +438,8 @@ class TraceRecorder(BaseCallback):
         # Finished runs wait here for the builder thread when the sink writes later anyway (it has ``flush``).
         self._builds: queue.Queue[_Run | None] | None = None
         self._builder: threading.Thread | None = None
-        self._builder_pid = 0  # the process whose builder runs; -1 once closed
-        self._builds_pid = 0  # the process that made ``_builds``
+        self._builds_pid = 0  # the process that made ``_builds`` (a forked process has no builder)
+        self._closed = False  # once closed, runs are built in the thread that finishes them
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -623,11 +626,11 @@ class TraceRecorder(BaseCallback):
     def _builder_queue(self) -> queue.Queue[_Run | None] | None:
         """The queue of the builder thread, started when none runs (again in a forked process, where threads are
         gone, and after it ended idle); None once the recorder is closed. Called with ``self._lock`` held."""
-        if self._builder_pid == -1:
+        if self._closed:
             return None
-        if self._builder is None or self._builder_pid != os.getpid():
+        if self._builder is None or self._builds_pid != os.getpid():
             self._builds = queue.Queue()
-            self._builds_pid = self._builder_pid = os.getpid()
+            self._builds_pid = os.getpid()
             self._builder = threading.Thread(target=self._build_runs, args=(self._builds,), name="dspy-rdf-recorder", daemon=True)
             self._builder.start()
             _BUILDING.add(self)
@@ -661,7 +664,7 @@ class TraceRecorder(BaseCallback):
         if getattr(_IN_BUILDER, "active", False):
             return True
         with self._lock:
-            builds = self._builds if self._builds_pid == os.getpid() else None  # a forked process has no builder
+            builds = self._builds if self._builds_pid == os.getpid() else None
         if builds is None:
             return True
         with builds.all_tasks_done:
@@ -696,7 +699,7 @@ class TraceRecorder(BaseCallback):
         if not self._wait_built(timeout):
             return False
         flush = getattr(self.sink, "flush", None)
-        return True if flush is None else flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return True if flush is None else flush(_time_left(deadline))
 
     def close(self) -> None:
         """Write what is pending and close the sink (see :meth:`flush`); runs that finish later are written as they end."""
@@ -709,7 +712,7 @@ class TraceRecorder(BaseCallback):
         with self._lock:
             running = self._builder is not None and self._builds_pid == os.getpid()
             builds = self._builds if running else None  # a builder that ended idle left an empty queue
-            self._builder_pid = -1  # from now on runs are built in the thread that finishes them
+            self._closed = True
             self._builder = None
             if builds is not None:
                 builds.put(None)  # behind every run already put: they are all built first
