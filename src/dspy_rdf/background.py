@@ -297,6 +297,11 @@ def _serve() -> None:
     # Ctrl-C in a terminal reaches the whole process group: the program decides when to stop, and this process
     # writes what it was given until the program closes the pipe.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Batch scheduling: woken by a run arriving in its pipe, this process must not take the CPU from the program
+    # that is still writing it (Linux would otherwise often run it at once on the program's CPU, and the program's
+    # write would wait for it to convert and write the whole run).
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     inbox, stdout = _Inbox(sys.stdin.fileno()), sys.stdout.buffer
     spec = inbox.next()
     if spec is None:
