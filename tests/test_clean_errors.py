@@ -267,3 +267,42 @@ def test_store_takes_an_optional_value_on_every_command(tmp_path, command):
     assert dspy_rdf("export", str(bundled_traces_path()), "--store", cwd=tmp_path, env=env).returncode == 0
     result = dspy_rdf(*command, "--store", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_an_export_whose_every_input_fails_leaves_the_output_file_as_it_was(tmp_path):
+    output = tmp_path / "out.nq"
+    assert dspy_rdf("export", str(TRACE), "-o", str(output), cwd=tmp_path).returncode == 0
+    before = output.read_bytes()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    result = dspy_rdf("export", str(bad), "-o", str(output), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{output} was left as it was" in result.stderr
+    assert output.read_bytes() == before
+
+
+def test_an_output_file_that_is_one_of_the_inputs_is_refused(tmp_path):
+    source = tmp_path / "runs.jsonl"
+    source.write_text(TRACE.read_text(encoding="utf-8").replace("\n", " ") + "\n")
+    before = source.read_bytes()
+    assert "is one of the inputs" in one_line_error(dspy_rdf("export", str(source), "--format", "nq", "-o", str(source), cwd=tmp_path))
+    assert source.read_bytes() == before
+
+
+def test_delete_on_a_store_that_does_not_exist_creates_none(tmp_path):
+    missing = tmp_path / "no-store"
+    assert "no store at" in one_line_error(dspy_rdf("delete", "https://example.org/t", "--store", str(missing), cwd=tmp_path))
+    assert not missing.exists()
+
+
+def test_delete_of_something_that_is_not_an_iri_says_so(tmp_path, demo_store):
+    assert "is not a trace IRI" in one_line_error(dspy_rdf("delete", "sha256-8b30357e", "--store", str(demo_store), cwd=tmp_path))
+
+
+def test_a_mistyped_sparql_file_name_is_said_to_be_missing(tmp_path, demo_store):
+    line = one_line_error(dspy_rdf("query", "--sparql", "myy.rq", "--store", str(demo_store), cwd=tmp_path))
+    assert "myy.rq: no such file" in line
+
+
+def test_query_without_a_name_or_sparql_says_neither_was_given(tmp_path, demo_store):
+    assert "neither was given" in one_line_error(dspy_rdf("query", "--store", str(demo_store), cwd=tmp_path))

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -118,6 +119,10 @@ def _redactor(args: argparse.Namespace):
     return Redactor(extra_patterns=patterns, extra_fields=args.redact_field or ())
 
 
+class _NothingWritten(Exception):
+    """Every input of an export to a file failed: the file is not replaced by an empty one."""
+
+
 def _export(args: argparse.Namespace) -> int:
     from dspy_rdf.formats import RdfFormat, write_traces
 
@@ -128,7 +133,10 @@ def _export(args: argparse.Namespace) -> int:
     if args.bulk:
         raise ValueError("--bulk applies to --store only")
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
-    _output_file(args.output)
+    target = _output_file(args.output)
+    for path in args.files:
+        if target.exists() and path.exists() and os.path.samefile(path, target):
+            raise ValueError(f"-o {args.output} is one of the inputs; give another file to write")
     unwritable = []
 
     def not_written(error: Exception) -> None:
@@ -137,8 +145,14 @@ def _export(args: argparse.Namespace) -> int:
         print(f"not written: {error}", file=sys.stderr)
         unwritable.append(error)
 
-    with _progress(args.files) as progress, _atomic_output(args.output) as handle:
-        count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written, redactor=redactor)
+    try:
+        with _progress(args.files) as progress, _atomic_output(args.output) as handle:
+            count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written, redactor=redactor)
+            if count == 0 and (inputs.skipped or unwritable):
+                raise _NothingWritten
+    except _NothingWritten:
+        print(f"wrote no trace: every input failed; {args.output} was left as it was", file=sys.stderr)
+        return 1
     notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
     if unwritable:
         notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
@@ -223,11 +237,17 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+_ABSOLUTE_IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]+$")
+
+
 def _delete(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
     missing = 0
-    with open_store(args.store) as store:
+    for iri in args.traces:
+        if not _ABSOLUTE_IRI.match(iri):
+            raise ValueError(f"{iri!r} is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it")
+    with open_store(args.store, create=False) as store:
         for iri in args.traces:
             if store.delete(iri):
                 print(f"deleted {iri}")
@@ -422,7 +442,8 @@ def _query(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
     if (args.name is None) == (args.sparql is None):
-        raise ValueError("give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, not both")
+        both = "not both" if args.name is not None else "(neither was given)"
+        raise ValueError(f"give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, {both}")
     if args.sparql is not None:
         if args.param:
             raise ValueError("--param applies to named queries only")
@@ -430,6 +451,8 @@ def _query(args: argparse.Namespace) -> int:
         path = Path(source)
         if "\n" not in source and len(source) < 4096 and path.is_file():
             source = path.read_text(encoding="utf-8")
+        elif not any(c.isspace() or c == "{" for c in source):  # no query is one word: a file name, mistyped
+            raise ValueError(f"--sparql {source}: no such file (give a file of SPARQL, or the query text)")
         with open_store(args.store, read_only=True) as store:
             result = run_query(store, source, allow_federation=args.allow_federation)
     else:

@@ -54,11 +54,12 @@ def default_store_target() -> str:
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-def open_store(target: str | Path | None = None, *, read_only: bool = False) -> TraceStore:
+def open_store(target: str | Path | None = None, *, read_only: bool = False, create: bool = True) -> TraceStore:
     """Open a store: an ``http(s)://`` URL (the scheme in any case) is a remote SPARQL 1.1 server, a path a directory
-    (embedded). Text that looks like a URL of another scheme is refused, never taken for a directory."""
+    (embedded; made when missing unless ``create`` is False, for commands that only change what is stored). Text
+    that looks like a URL of another scheme is refused, never taken for a directory."""
     if isinstance(target, Path):
-        return EmbeddedStore(target, read_only=read_only)
+        return EmbeddedStore(target, read_only=read_only, create=create)
     target = target or default_store_target()
     url = _URL.match(target)
     if url:
@@ -68,7 +69,7 @@ def open_store(target: str | Path | None = None, *, read_only: bool = False) -> 
         from dspy_rdf.store.remote import RemoteStore  # httpx is imported only for a remote store
 
         return RemoteStore(scheme + target[len(url.group(1)):])
-    return EmbeddedStore(target, read_only=read_only)
+    return EmbeddedStore(target, read_only=read_only, create=create)
 
 
 def __getattr__(name: str) -> object:

@@ -47,7 +47,7 @@ def writing_process(path: Path) -> int | None:
 
 
 class EmbeddedStore(TraceStore):
-    """A persistent pyoxigraph store in a directory (created if missing).
+    """A persistent pyoxigraph store in a directory (created if missing, unless ``create=False``).
 
     ``read_only=True`` opens it for queries only; several processes may read it at once. A store that a process
     (this one included) has open for writing cannot be read meanwhile: pyoxigraph's read-only mode does not support
@@ -56,7 +56,7 @@ class EmbeddedStore(TraceStore):
 
     writer_threads = 1  # one bulk load at a time: two at once hold twice the memory for no measurable gain
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, create: bool = True) -> None:
         self.path = Path(path)
         self.location = str(self.path)
         if self.path.exists() and not self.path.is_dir():
@@ -65,9 +65,9 @@ class EmbeddedStore(TraceStore):
             # Never turn a directory of other files into a store (nor read one as a store).
             raise StoreError(f"{self.path} is not a dspy-rdf store (it holds other files); give a new or empty directory")
         try:
+            if (read_only or not create) and (not self.path.is_dir() or not (self.path / "CURRENT").is_file()):
+                raise StoreError(f"no store at {self.path} (export traces into it first)")
             if read_only:
-                if not self.path.is_dir() or not (self.path / "CURRENT").is_file():
-                    raise StoreError(f"no store at {self.path} (export traces into it first)")
                 writer = writing_process(self.path)
                 if writer is not None:
                     raise StoreLockedError(
