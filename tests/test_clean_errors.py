@@ -306,3 +306,12 @@ def test_a_mistyped_sparql_file_name_is_said_to_be_missing(tmp_path, demo_store)
 
 def test_query_without_a_name_or_sparql_says_neither_was_given(tmp_path, demo_store):
     assert "neither was given" in one_line_error(dspy_rdf("query", "--store", str(demo_store), cwd=tmp_path))
+
+
+def test_to_json_of_several_traces_into_a_json_file_is_refused_and_says_to_use_jsonl(tmp_path):
+    rdf = tmp_path / "all.trig"
+    assert dspy_rdf("export", str(bundled_traces_path()), "-o", str(rdf), cwd=tmp_path).returncode == 0
+    line = one_line_error(dspy_rdf("to-json", str(rdf), "-o", "all.json", cwd=tmp_path))
+    assert "write them to a .jsonl file" in line
+    assert not (tmp_path / "all.json").exists()
+    assert dspy_rdf("to-json", str(rdf), "-o", "all.jsonl", cwd=tmp_path).returncode == 0

@@ -290,6 +290,8 @@ def _to_json(args: argparse.Namespace) -> int:
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.file)
     _output_file(args.output)
     traces = [trace for _, trace in parse_traces(args.file, fmt)]
+    if len(traces) > 1 and args.output.suffix.lower() != ".jsonl":
+        raise ValueError(f"{args.file} holds {len(traces)} traces: write them to a .jsonl file (one trace a line), not {args.output}")
     with _atomic_output(args.output) as handle:
         if len(traces) == 1 and args.output.suffix.lower() != ".jsonl":
             handle.write((json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
