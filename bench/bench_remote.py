@@ -49,28 +49,33 @@ class OneRequestAtATime(RemoteStore):
     writer_threads = 1
 
 
+def empty_server(url: str, env: dict[str, str]) -> None:
+    """Drop every trace graph of the server, so that a ``put`` writes every trace."""
+    import os
+
+    os.environ.update(env)
+    with RemoteStore(url, max_attempts=2) as store:
+        names = store.trace_iris()
+        for start in range(0, len(names), 500):
+            store.update(" ;\n".join(f"DROP SILENT GRAPH <{n}>" for n in names[start:start + 500]))
+
+
 def timed_put(
     url: str, env: dict[str, str], traces: list, write: WriteMethod, store_class: type = RemoteStore, *, trace_memory: bool = False
 ) -> float:
     """Seconds of one ``put`` of every trace into an empty server or, with ``trace_memory``, the peak MiB of Python
     allocations during it (a separate run: tracemalloc slows every allocation, so it never runs in a timed one)."""
-    import os
-
-    os.environ.update(env)
+    empty_server(url, env)
     with store_class(url, write=write, max_attempts=2) as store:
-        names = store.trace_iris()
-        for start in range(0, len(names), 500):
-            store.update(" ;\n".join(f"DROP SILENT GRAPH <{n}>" for n in names[start:start + 500]))
         if trace_memory:
             tracemalloc.start()
         started = time.perf_counter()
         report = store.put(traces)
         seconds = time.perf_counter() - started
-        if trace_memory:
-            seconds = tracemalloc.get_traced_memory()[1] / 2**20
-            tracemalloc.stop()
+        peak = tracemalloc.get_traced_memory()[1] / 2**20 if trace_memory else 0.0
+        tracemalloc.stop()
         assert not report.failed and len(report.written) == len(traces), report.failed[:3]
-    return seconds
+    return peak if trace_memory else seconds
 
 
 REVISION_PUT = """
@@ -80,9 +85,6 @@ from dspy_rdf.store.remote import RemoteStore
 source, count, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 traces = [item.trace for item in itertools.islice(read_traces(source), count)]
 with RemoteStore(url, max_attempts=2) as store:
-    names = store.trace_iris()
-    for start in range(0, len(names), 500):
-        store.update(" ;\\n".join(f"DROP SILENT GRAPH <{n}>" for n in names[start:start + 500]))
     started = time.perf_counter()
     report = store.put(traces)
     seconds = time.perf_counter() - started
@@ -92,9 +94,11 @@ print(seconds)
 
 
 def revision_put(revision_src: Path, source: Path, count: int, url: str, env: dict[str, str]) -> float:
-    """Seconds of one ``put`` of the same traces with another revision's code (its ``src``), in a process of its own."""
+    """Seconds of one ``put`` of the same traces into the emptied server with another revision's code (its ``src``),
+    in a process of its own."""
     import os
 
+    empty_server(url, env)
     done = subprocess.run(
         [sys.executable, "-c", REVISION_PUT, str(source), str(count), url],
         env={**os.environ, **env, "PYTHONPATH": str(revision_src)}, check=True, capture_output=True, text=True,

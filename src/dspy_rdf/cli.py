@@ -9,7 +9,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -134,9 +133,8 @@ def _export(args: argparse.Namespace) -> int:
         raise ValueError("--bulk applies to --store only")
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
     target = _output_file(args.output)
-    for path in args.files:
-        if target.exists() and path.exists() and os.path.samefile(path, target):
-            raise ValueError(f"-o {args.output} is one of the inputs; give another file to write")
+    if target.exists() and any(path.exists() and os.path.samefile(path, target) for path in args.files):
+        raise ValueError(f"-o {args.output} is one of the inputs; give another file to write")
     unwritable = []
 
     def not_written(error: Exception) -> None:
@@ -237,15 +235,13 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-_ABSOLUTE_IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]+$")
-
-
 def _delete(args: argparse.Namespace) -> int:
+    from dspy_rdf.identity import is_absolute_iri
     from dspy_rdf.store import open_store
 
     missing = 0
     for iri in args.traces:
-        if not _ABSOLUTE_IRI.match(iri):
+        if not is_absolute_iri(iri):
             raise ValueError(f"{iri!r} is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it")
     with open_store(args.store, create=False) as store:
         for iri in args.traces:

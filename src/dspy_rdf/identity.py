@@ -24,6 +24,7 @@ __all__ = [
     "KEY_PREFIX",
     "canonical_json",
     "check_base",
+    "is_absolute_iri",
     "key_from_payload",
     "trace_iri",
     "trace_key",
@@ -38,7 +39,12 @@ KEY_PREFIX = "sha256-"
 _KEY_HEX_DIGITS = 32
 
 # An absolute IRI (scheme ":" ...) without the characters N-Quads forbids inside <...>.
-_BASE_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20<>\"{}|^`\\]*\Z")
+_ABSOLUTE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20<>\"{}|^`\\]*\Z")
+
+
+def is_absolute_iri(text: str) -> bool:
+    """Whether ``text`` is an absolute IRI (a scheme, ``:``, then no character N-Quads forbids inside ``<...>``)."""
+    return _ABSOLUTE_IRI.match(text) is not None
 
 
 def canonical_json(value: Any) -> str:
@@ -67,7 +73,7 @@ def trace_key(trace: Trace) -> str:
 
 def check_base(base: str) -> str:
     """Return ``base`` if it can prefix trace IRIs, else raise ``ValueError`` saying why."""
-    if not _BASE_RE.match(base):
+    if not is_absolute_iri(base):
         raise ValueError(
             f"base IRI {base!r} is not an absolute IRI usable as a prefix "
             "(it needs a scheme such as https: or urn:, and no spaces, quotes, <, >, {, }, |, ^, ` or backslash)"
