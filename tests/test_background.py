@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import subprocess
@@ -181,15 +182,34 @@ def test_a_run_pickles_to_an_equal_run_as_it_is_handed_over(name, runs):
         assert back == trace and repr(back) == repr(trace)
 
 
-def test_a_file_sinks_runs_are_converted_off_the_programs_thread_and_all_written_when_the_sink_closes(tmp_path):
+def test_a_recorder_with_a_file_sink_starts_no_thread_in_the_program_and_every_run_is_written_when_the_sink_closes(tmp_path):
+    # A thread woken for each run (to convert it, or to read the writer's answer) cost the program more CPU than the
+    # recording itself: the run is converted in the thread that ends it, answers are read when the next run is handed over.
+    before = set(threading.enumerate())
     threads = []
     with FileSink(tmp_path / "runs.jsonl") as sink:
         recorder = TraceRecorder(sink, on_run=lambda trace: threads.append(threading.current_thread().name))
         with dspy.context(lm=EchoLM(), callbacks=[recorder]):
             for n in range(6):
                 dspy.Predict("question -> answer")(question=f"say {n}")
-    assert threads == ["dspy-rdf-recorder"] * 6
+        assert set(threading.enumerate()) == before
+    assert threads == [threading.current_thread().name] * 6
     assert len(stored_runs(tmp_path / "runs.jsonl")) == 6 and recorder.errors == []
+
+
+def test_a_run_larger_than_the_pipe_is_handed_over_whole_among_small_ones(tmp_path, runs):
+    # Written without blocking: the program reads the writer's answers while it waits for room in the pipe.
+    from dspy_rdf.background import _PIPE_BYTES
+
+    big = copy.deepcopy(runs[0])
+    big.calls[0].input_summary = {"question": "x" * (3 * _PIPE_BYTES)}
+    sink = FileSink(tmp_path / "runs.jsonl")
+    handed = [*runs[:5], big, *runs[5:]] * 3
+    for trace in handed:
+        sink.write(trace)
+    assert sink.flush(timeout=120)
+    sink.close()
+    assert stored_runs(tmp_path / "runs.jsonl") == handed
 
 
 def test_a_memory_sink_has_each_run_when_the_programs_call_returns():
@@ -226,16 +246,26 @@ def test_two_recorders_sharing_a_sink_and_flushing_from_on_run_do_not_hang(tmp_p
     assert len(stored_runs(tmp_path / "runs.jsonl")) == 3
 
 
-def test_flush_keeps_to_its_timeout_while_runs_are_being_converted(tmp_path):
+def test_flush_keeps_to_its_timeout_while_the_writer_process_is_busy(tmp_path, runs):
     import time
 
-    with FileSink(tmp_path / "runs.jsonl") as sink:
-        recorder = TraceRecorder(sink, on_run=lambda trace: time.sleep(2))
-        record(recorder, 1)
+    with StoreSink(tmp_path / "store") as sink:
+        for n in range(40):
+            for trace in runs:
+                sink.write(_restarted(trace, n))
         started = time.monotonic()
-        assert recorder.flush(timeout=0.2) is False
-        assert time.monotonic() - started < 1.5
-        assert recorder.flush(timeout=30) is True
+        assert sink.flush(timeout=0.05) is False
+        assert time.monotonic() - started < 1.0
+        assert sink.flush(timeout=120) is True
+    with EmbeddedStore(tmp_path / "store") as store:
+        assert len(store.trace_iris()) == 40 * len(runs)
+
+
+def _restarted(trace: m.Trace, n: int) -> m.Trace:
+    """The run as if it had started at another time: another trace."""
+    other = copy.deepcopy(trace)
+    other.started_at = f"2026-01-01T00:{n:02d}:00+00:00"
+    return other
 
 
 def test_runs_recorded_in_a_forked_process_that_exits_at_once_are_written(tmp_path):
@@ -251,24 +281,6 @@ def test_runs_recorded_in_a_forked_process_that_exits_at_once_are_written(tmp_pa
     record(recorder, 2)
     sink.close()
     assert len(stored_runs(tmp_path / "runs.jsonl")) == 5
-
-
-def test_a_recorders_thread_ends_when_no_run_comes(tmp_path, monkeypatch):
-    import time
-
-    from dspy_rdf import capture
-
-    monkeypatch.setattr(capture, "_BUILDER_IDLE_SECONDS", 0.2)
-    with FileSink(tmp_path / "runs.jsonl") as sink:
-        recorder = TraceRecorder(sink)
-        record(recorder, 1)
-        assert recorder.flush(timeout=30)
-        deadline = time.monotonic() + 10
-        while any(t.name == "dspy-rdf-recorder" and t.is_alive() for t in threading.enumerate()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(t.name == "dspy-rdf-recorder" and t.is_alive() for t in threading.enumerate())
-        record(recorder, 1)  # a new thread takes the next run
-    assert len(stored_runs(tmp_path / "runs.jsonl")) == 2
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="scheduling policies are Linux's")

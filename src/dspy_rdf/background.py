@@ -31,6 +31,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -67,9 +68,13 @@ class _Inbox:
         self.fd = fd
         self.buffer = bytearray()
         self.ended = False
+        # Read into one buffer made once: ``os.read(fd, n)`` allocates n bytes on every call, which for a pipe-sized n
+        # costs more than the message it brings.
+        self._chunk = memoryview(bytearray(_PIPE_BYTES))
 
-    def next(self, *, wait: bool = True) -> Any:
-        """The next message; None when none is there yet (``wait=False``) or at the end of the stream."""
+    def next(self, *, wait: bool = True, timeout: float | None = None) -> Any:
+        """The next message; None at the end of the stream (then ``ended`` is true), or when none is there yet
+        (``wait=False``) or came within ``timeout`` seconds."""
         while True:
             if len(self.buffer) >= _HEADER.size:
                 (size,) = _HEADER.unpack_from(self.buffer)
@@ -77,13 +82,15 @@ class _Inbox:
                     data = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
                     del self.buffer[: _HEADER.size + size]
                     return pickle.loads(data)  # noqa: S301 - only ever from the other end of our own pipe
-            if self.ended or (not wait and not select.select([self.fd], [], [], 0)[0]):
+            if self.ended:
                 return None
-            chunk = os.read(self.fd, _PIPE_BYTES)
-            if not chunk:
+            if (not wait or timeout is not None) and not select.select([self.fd], [], [], timeout if wait else 0)[0]:
+                return None
+            size = os.readv(self.fd, [self._chunk])
+            if not size:
                 self.ended = True
                 return None
-            self.buffer += chunk
+            self.buffer += self._chunk[:size]
 
 
 _OPEN: weakref.WeakSet[BackgroundWriter] = weakref.WeakSet()
@@ -96,23 +103,30 @@ def _close_all() -> None:
             writer.close()
 
 
+class _WriterGone(Exception):
+    """The child's end of the answers pipe closed: it ended (or was killed)."""
+
+
 class BackgroundWriter:
     """A child process that writes runs with the sink ``spec`` describes (see :func:`make_sink`).
 
     ``fallback()`` makes the same sink in this process, for when the child is gone; ``on_failure(trace, reason)``
-    receives each run that could not be written. Raises :class:`BackgroundWriterError` when the child cannot make
-    its sink (a locked store, a bad path), with the error the sink raised.
+    receives each run that could not be written (in the program's thread that next hands a run over, flushes or
+    closes). Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
+    with the error the sink raised.
+
+    No thread of the program's own waits for the child's answers: they are read when the program next hands a run
+    over (without waiting), flushes or closes. A thread woken for each answer, like any thread that wakes while the
+    program runs, costs the program more CPU than handing the run over.
     """
 
     def __init__(self, spec: tuple, *, fallback: Callable[[], Any], on_failure: Callable[[Any, str], None]) -> None:
         self.fallback = fallback
         self.on_failure = on_failure
         self._pid = os.getpid()
-        self._lock = threading.Lock()  # order of runs, and the switch to writing here
-        # The answers thread never takes self._lock: while the program waits on a full pipe holding it, the answers
-        # must still be read, or the child would wait on its own full pipe and neither would move.
-        self._pending_lock = threading.Lock()
-        self._done = threading.Condition()
+        # Held for every exchange with the child (the order of runs, reading answers, the switch to writing here).
+        # Reentrant: ``on_failure`` runs under it and may hand a run over or flush.
+        self._lock = threading.RLock()
         self._pending: dict[int, Any] = {}  # sequence number -> run not yet confirmed
         self._sequence = 0
         self._confirmed = 0  # the highest flush marker answered
@@ -137,8 +151,9 @@ class BackgroundWriter:
             if answer is None:
                 raise BackgroundWriterError("OSError", "the writer process ended before it was ready")
             raise BackgroundWriterError(answer[1], answer[2])
-        self._reader = threading.Thread(target=self._read_answers, name="dspy-rdf-writer-answers", daemon=True)
-        self._reader.start()
+        # Runs are written to the pipe without blocking: when it is full, the answers are read meanwhile (see _send).
+        self._stdin = self._process.stdin.fileno()
+        os.set_blocking(self._stdin, False)
         _OPEN.add(self)
 
     # --- the program's side --------------------------------------------------------------------------------------
@@ -151,32 +166,36 @@ class BackgroundWriter:
     def submit(self, trace: Any) -> None:
         """Hand one run over (written in order); returns at once unless the pipe is full."""
         with self._lock:
-            if self._local is None and os.getpid() == self._pid and not self._closed:
+            if self.in_this_process:
                 self._sequence += 1
-                with self._pending_lock:
-                    self._pending[self._sequence] = trace
+                self._pending[self._sequence] = trace
                 try:
-                    _send(self._process.stdin, ("run", self._sequence, trace))
+                    self._read_answers()
+                    self._send(("run", self._sequence, trace))
                     return
-                except (OSError, ValueError):  # the child is gone (BrokenPipeError), or the pipe closed
+                except (OSError, ValueError, _WriterGone):  # the child is gone (BrokenPipeError), or the pipe closed
                     self._take_over()
                     return
         self._write_here(trace)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every run handed over so far is written (or given to ``on_failure``); False on timeout."""
-        with self._lock:
-            if self._local is not None or self._closed or os.getpid() != self._pid:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        try:
+            if not self.in_this_process:
                 return True
             self._sequence += 1
             marker = self._sequence
             try:
-                _send(self._process.stdin, ("flush", marker))
-            except (OSError, ValueError):
+                self._send(("flush", marker))
+                return self._read_answers(until=marker, deadline=deadline)
+            except (OSError, ValueError, _WriterGone):
                 self._take_over()
                 return True
-        with self._done:
-            return self._done.wait_for(lambda: self._confirmed >= marker or self._local is not None, timeout=timeout)
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Write what is pending, stop the child (it closes its sink) and wait for it; idempotent."""
@@ -185,47 +204,61 @@ class BackgroundWriter:
                 return
             self._closed = True
             if self._local is None:
-                with contextlib.suppress(OSError, ValueError):
-                    _send(self._process.stdin, ("close",))
+                with contextlib.suppress(OSError, ValueError, _WriterGone):
+                    self._send(("close",))
+                    self._read_answers(until=-1)  # every answer, up to "closed"
                 with contextlib.suppress(OSError):
                     self._process.stdin.close()
-        self._reader.join()
-        self._process.wait()
+                if self._pending:  # the child ended without confirming these: write them here
+                    self._take_over()
+            self._process.wait()
         _OPEN.discard(self)
         if self._local is not None and hasattr(self._local, "close"):
             self._local.close()
 
-    # --- answers -------------------------------------------------------------------------------------------------
+    # --- talking to the child (with self._lock held) -------------------------------------------------------------
 
-    def _read_answers(self) -> None:
-        while True:
+    def _send(self, message: object) -> None:
+        """Write one message whole. While the pipe is full, the child's answers are read: the child may itself be
+        waiting for room in its answers pipe, and then neither side would move."""
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        rest = memoryview(_HEADER.pack(len(data)) + data)
+        while rest:
             try:
-                answer = self._answers.next()
-            except (OSError, pickle.UnpicklingError, EOFError):
-                answer = None
+                rest = rest[os.write(self._stdin, rest) :]
+            except BlockingIOError:
+                readable, _, _ = select.select([self._answers.fd], [self._stdin], [])
+                if readable:
+                    self._read_answers()
+
+    def _read_answers(self, until: int | None = None, deadline: float | None = None) -> bool:
+        """Handle the child's answers: those already there, or, with ``until``, every answer up to the flush marker
+        ``until`` (-1: up to "closed"), waiting until ``deadline`` (a ``time.monotonic()`` value); False when the
+        deadline came first. Raises :class:`_WriterGone` when the child's end is closed."""
+        while True:
+            if until is not None and until >= 0 and self._confirmed >= until:
+                return True
+            timeout = None if until is None or deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                answer = self._answers.next(wait=until is not None, timeout=timeout)
+            except (pickle.UnpicklingError, EOFError) as exc:
+                raise _WriterGone from exc
             if answer is None:
-                break
+                if self._answers.ended:
+                    raise _WriterGone
+                return until is None
             kind = answer[0]
-            if kind == "closed":
-                break
             if kind == "done":
-                with self._pending_lock:
-                    for number in answer[1]:
-                        self._pending.pop(number, None)
+                for number in answer[1]:
+                    self._pending.pop(number, None)
             elif kind == "failed":
-                with self._pending_lock:
-                    trace = self._pending.pop(answer[1], None)
+                trace = self._pending.pop(answer[1], None)
                 if trace is not None:
                     self.on_failure(trace, answer[2])
             elif kind == "flushed":
-                with self._done:
-                    self._confirmed = max(self._confirmed, answer[1])
-                    self._done.notify_all()
-        with self._lock:  # the child is gone, so a program thread that held this lock got a broken pipe and let go
-            if self._pending:  # the child ended without confirming these: write them here
-                self._take_over()
-        with self._done:
-            self._done.notify_all()
+                self._confirmed = max(self._confirmed, answer[1])
+            elif kind == "closed":
+                return True
 
     def _take_over(self) -> None:
         """The child is gone: from now on runs are written in this process, starting with those it did not confirm.
@@ -244,8 +277,7 @@ class BackgroundWriter:
             self._write_here(trace)
 
     def _take_pending(self) -> list[Any]:
-        with self._pending_lock:
-            pending, self._pending = [self._pending[n] for n in sorted(self._pending)], {}
+        pending, self._pending = [self._pending[n] for n in sorted(self._pending)], {}
         return pending
 
     def _write_here(self, trace: Any) -> None:

@@ -29,27 +29,23 @@ the parent's call id inside a start handler) and its error, if it raised:
 
 Handlers are thread-safe (one lock; runs started in other threads, as ``dspy.Parallel`` does, are separate
 runs, except the evaluated program's). Converting and writing a run happens once, when it ends, so a call adds
-only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). With a sink that
-writes later anyway (``FileSink``, ``StoreSink``: read them after :meth:`TraceRecorder.flush`), the run is converted
-in a thread of the recorder's own, which works while the program waits for its LM; a ``MemorySink`` gets each run
-before the program's call returns. A callback must
-never break the program, and DSPy swallows callback exceptions: a run is never lost. A value without a JSON form is
+only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). The run is
+converted in the thread that ends it, before the program's call returns: a ``MemorySink`` has it then, and a
+``FileSink`` or ``StoreSink`` hands it to its writer process (read them after :meth:`TraceRecorder.flush`).
+The recorder starts no thread in the program. A callback must never break the program, and DSPy swallows callback exceptions: a run is never lost. A value without a JSON form is
 kept as its text and listed in the trace's ``losses``; a run the sink cannot write stays in
 :attr:`TraceRecorder.unwritten`; both are reported in :attr:`TraceRecorder.errors`.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import math
 import os
 import pickle
-import queue
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -91,37 +87,6 @@ _MAX_DEPTH = 12
 
 
 _PENDING = ""  # a call's times are set from _Run.starts/ends when its run is built
-
-_BUILDING: weakref.WeakSet[TraceRecorder] = weakref.WeakSet()
-"""Recorders whose builder thread runs. At exit each one hands its last runs to its sink before the sinks' writer
-processes are closed: this is registered when the first builder starts, after :mod:`dspy_rdf.background` registered
-its own exit handler, and exit handlers run last registered first."""
-
-
-_IN_BUILDER = threading.local()  # ``active`` in the recorders' builder threads
-_BUILDER_IDLE_SECONDS = 5.0  # a builder thread with no run for this long ends (the next run starts another)
-
-_EXIT_HANDLER: list[bool] = []
-
-
-def _register_exit_handler() -> None:
-    if not _EXIT_HANDLER:
-        _EXIT_HANDLER.append(True)
-        atexit.register(_finish_building)
-
-
-def _finish_building() -> None:
-    for recorder in list(_BUILDING):
-        try:
-            recorder._wait_built()
-        except Exception:  # noqa: BLE001, S110 - at exit, every other recorder still gets its turn
-            pass
-
-
-def _time_left(deadline: float | None) -> float | None:
-    """Seconds until ``deadline`` (a ``time.monotonic()`` value), never below zero; None for no deadline."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
@@ -194,9 +159,6 @@ class _Background:
 
     def _start(self, spec: tuple, background: bool) -> None:
         self.on_failure: Callable[[m.Trace, str], None] | None = None
-        # Called first by flush and close (with the time left, or None): a recorder that converts finished runs in a
-        # thread of its own hands them all over before the sink waits for (or stops) its writer; False on timeout.
-        self.before_flush: list[Callable[[float | None], bool]] = []
         self._writer = None
         if not background:
             return
@@ -238,16 +200,10 @@ class _Background:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for wait in self.before_flush:
-            if not wait(_time_left(deadline)):
-                return False
-        return True if self._writer is None else self._writer.flush(_time_left(deadline))
+        return True if self._writer is None else self._writer.flush(timeout)
 
     def close(self) -> None:
         """Write what is pending and stop the writer process (a second close does nothing)."""
-        for wait in self.before_flush:
-            wait()
         if self._writer is not None:
             self._writer.close()
 
@@ -408,8 +364,8 @@ class TraceRecorder(BaseCallback):
     """A DSPy callback that records each program run as one ``program_run`` trace and hands it to ``sink``.
 
     ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
-    after the sink, e.g. to print its IRI (from the recorder's builder thread when the sink writes later: a
-    ``FileSink`` or ``StoreSink``, whose runs, losses and failures are all in after :meth:`flush`). :attr:`errors` lists, one line each, every run that was recorded with a
+    after the sink, e.g. to print its IRI (in the thread that ended the run; a ``FileSink`` or ``StoreSink`` writes
+    it later: its runs and failures are all in after :meth:`flush`). :attr:`errors` lists, one line each, every run that was recorded with a
     loss (a value kept as text, see ``Trace.losses``) and every run the sink could not write; a run the sink could
     not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
     """
@@ -430,16 +386,6 @@ class TraceRecorder(BaseCallback):
         self._lock = threading.Lock()
         if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
             self.sink.on_failure = self._not_written
-        # A sink that writes later anyway (``writes_later``; it waits for this recorder before it flushes or closes) gets
-        # runs converted by the recorder's builder thread; any other sink gets each run before the program's call returns.
-        self._converts_later = getattr(self.sink, "writes_later", False) is True and isinstance(getattr(self.sink, "before_flush", None), list)
-        if self._converts_later:
-            self.sink.before_flush.append(self._wait_built)
-        # Finished runs wait here for the builder thread when the sink writes later anyway (it has ``flush``).
-        self._builds: queue.Queue[_Run | None] | None = None
-        self._builder: threading.Thread | None = None
-        self._builds_pid = 0  # the process that made ``_builds`` (a forked process has no builder)
-        self._closed = False  # once closed, runs are built in the thread that finishes them
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -613,62 +559,10 @@ class TraceRecorder(BaseCallback):
     # -- finishing a run --
 
     def _finish(self, run: _Run) -> None:
-        # The builder is used only in the process whose writer it feeds: a forked process may end with os._exit,
-        # skipping exit handlers, so there each run is built and written before the call returns, as with no writer.
-        if self._converts_later and self.sink.writes_later:
-            with self._lock:  # under the lock, so that close() cannot put its stop marker in between
-                builds = self._builder_queue()
-                if builds is not None:
-                    builds.put(run)
-                    return
+        # Built and handed to the sink in the thread that ends the run, before the program's call returns: a thread
+        # of the recorder's own, woken for each run, cost the program more CPU than building the run (see
+        # docs/benchmarks.md); a FileSink or StoreSink hands the built run to its writer process.
         self._build_and_write(run)
-
-    def _builder_queue(self) -> queue.Queue[_Run | None] | None:
-        """The queue of the builder thread, started when none runs (again in a forked process, where threads are
-        gone, and after it ended idle); None once the recorder is closed. Called with ``self._lock`` held."""
-        if self._closed:
-            return None
-        if self._builder is None or self._builds_pid != os.getpid():
-            self._builds = queue.Queue()
-            self._builds_pid = os.getpid()
-            self._builder = threading.Thread(target=self._build_runs, args=(self._builds,), name="dspy-rdf-recorder", daemon=True)
-            self._builder.start()
-            _BUILDING.add(self)
-            _register_exit_handler()
-        return self._builds
-
-    def _build_runs(self, builds: queue.Queue[_Run | None]) -> None:
-        _IN_BUILDER.active = True
-        while True:
-            try:
-                run = builds.get(timeout=_BUILDER_IDLE_SECONDS)
-            except queue.Empty:
-                with self._lock:  # runs are put under this lock: an empty queue here stays empty
-                    if builds.empty():
-                        if self._builder is threading.current_thread():
-                            self._builder = None
-                        return
-                continue
-            try:
-                if run is None:
-                    return
-                self._build_and_write(run)
-            except Exception as exc:  # noqa: BLE001 - the thread must go on with the next runs
-                logger.warning("dspy-rdf: %s", exc)
-            finally:
-                builds.task_done()
-
-    def _wait_built(self, timeout: float | None = None) -> bool:
-        """Wait until the builder thread has handed every finished run to the sink; False on timeout. Returns at
-        once in a builder thread (of this recorder or another one sharing the sink): it would wait for itself."""
-        if getattr(_IN_BUILDER, "active", False):
-            return True
-        with self._lock:
-            builds = self._builds if self._builds_pid == os.getpid() else None
-        if builds is None:
-            return True
-        with builds.all_tasks_done:
-            return builds.all_tasks_done.wait_for(lambda: builds.unfinished_tasks == 0, timeout)
 
     def _build_and_write(self, run: _Run) -> None:
         try:
@@ -695,30 +589,14 @@ class TraceRecorder(BaseCallback):
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
         then); False on timeout. Needed only before reading a sink's file or store in the same program."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._wait_built(timeout):
-            return False
         flush = getattr(self.sink, "flush", None)
-        return True if flush is None else flush(_time_left(deadline))
+        return True if flush is None else flush(timeout)
 
     def close(self) -> None:
         """Write what is pending and close the sink (see :meth:`flush`); runs that finish later are written as they end."""
-        self._stop_builder()
         close = getattr(self.sink, "close", None)
         if close is not None:
             close()
-
-    def _stop_builder(self) -> None:
-        with self._lock:
-            running = self._builder is not None and self._builds_pid == os.getpid()
-            builds = self._builds if running else None  # a builder that ended idle left an empty queue
-            self._closed = True
-            self._builder = None
-            if builds is not None:
-                builds.put(None)  # behind every run already put: they are all built first
-        if builds is not None and not getattr(_IN_BUILDER, "active", False):
-            builds.join()
-        _BUILDING.discard(self)
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"
