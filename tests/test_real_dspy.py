@@ -7,6 +7,7 @@ Runs on the DSPy of the environment (3.3.1 here; ``tests/test_dspy341.py`` runs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -167,6 +168,129 @@ def test_every_sink_keeps_a_run_of_the_real_lm(tmp_path, sink_kind):
     assert validate_traces([trace]).conforms
 
 
+def _written_runs(sink_kind: str, sink, tmp_path: Path) -> list[m.Trace]:
+    """The runs a sink holds, read back the way a user would: the file parsed, the store dumped."""
+    if sink_kind == "memory":
+        return list(sink.traces)
+    sink.close()
+    if sink_kind == "jsonl":
+        return [item.trace for item in read_traces(tmp_path / "runs.jsonl")]
+    if sink_kind == "nq":
+        return [trace for _, trace in parse_traces(tmp_path / "runs.nq", RdfFormat.N_QUADS)]
+    with EmbeddedStore(tmp_path / "store", read_only=True) as store:
+        return [trace for _, trace in parse_traces(_dump(store), RdfFormat.N_QUADS)]
+
+
+def _sink(sink_kind: str, tmp_path: Path):
+    return {
+        "memory": lambda: MemorySink(),
+        "jsonl": lambda: FileSink(tmp_path / "runs.jsonl"),
+        "nq": lambda: FileSink(tmp_path / "runs.nq"),
+        "store": lambda: StoreSink(tmp_path / "store"),
+    }[sink_kind]()
+
+
+HALF = "\ud83d"  # the first half of an emoji: no Unicode text (UTF-8, RDF) can hold it alone
+
+
+class Unreadable:
+    """A live value whose text cannot be read, as a closed handle's may not."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("the handle is closed")
+
+    __str__ = __repr__
+
+
+class Odd(dspy.Module):
+    """A program whose live values cannot all be kept exactly: half characters in its input, its LM's answer, a prompt
+    it sends itself, a tool's arguments, result, name and error; a result whose text cannot be read."""
+
+    def __init__(self, lm: dspy.LM) -> None:
+        super().__init__()
+        self.lm = lm
+        self.predict = dspy.Predict("question -> answer")
+
+        def echo(text: str) -> str:
+            """Echo the text."""
+            return text
+
+        def handle() -> Unreadable:
+            """Open a handle."""
+            return Unreadable()
+
+        def fail(why: str) -> str:
+            """Fail."""
+            raise ValueError(why)
+
+        self.echo, self.handle, self.fail = dspy.Tool(echo), dspy.Tool(handle), dspy.Tool(fail, name=f"fail{HALF}")
+
+    def forward(self, question: str) -> dspy.Prediction:
+        answer = self.predict(question=question).answer
+        self.lm(messages=[{"role": "user", "content": f"again {HALF}"}])
+        self.echo(text=f"x {HALF}")
+        self.handle()
+        with contextlib.suppress(ValueError):
+            self.fail(why=f"broken {HALF}")
+        return dspy.Prediction(answer=answer)
+
+
+@pytest.mark.parametrize("sink_kind", ["memory", "jsonl", "nq", "store"])
+def test_a_run_with_values_no_trace_can_hold_is_written_with_each_kept_as_text_and_reported(tmp_path, sink_kind):
+    lm = ScriptedLM([fields(answer=f"smile {HALF}"), f"plain {HALF}"])
+    sink = _sink(sink_kind, tmp_path)
+    recorder = TraceRecorder(sink)
+    with dspy.context(lm=lm, callbacks=[recorder]):
+        Odd(lm)(question=f"why {HALF}?")
+    assert recorder.flush() and recorder.unwritten == []
+    [trace] = _written_runs(sink_kind, sink, tmp_path)
+    assert len(trace.calls) == 7  # Odd, Predict, 2 LM calls, 3 tool executions: none lost
+    lost = {item["field"] for item in trace.losses}
+    half_kept = {"calls[0].input_summary.kwargs.question", "calls[2].entry.response.choices[0].message.content",
+                 "calls[3].entry.messages[0].content", "calls[4].tool_call.args.text", "calls[4].tool_result.result",
+                 "calls[6].tool_call.name", "calls[6].error"}  # fmt: skip
+    assert half_kept <= lost, lost
+    assert "calls[5].tool_result.result" in lost  # the unreadable handle, named by its type
+    [handle] = [c for c in trace.calls if isinstance(c, m.ToolExecution) and c.tool_call.name == "handle"]
+    assert handle.tool_result.result == "<Unreadable whose text could not be read: RuntimeError>"
+    [failed] = [c for c in trace.calls if isinstance(c, m.ToolExecution) and c.tool_result.is_error]
+    assert failed.error == "ValueError: broken \ufffd" and failed.tool_call.name == "fail\ufffd"
+    assert len(recorder.errors) == 1 and "not kept exactly" in recorder.errors[0]
+    assert validate_traces([trace]).conforms
+
+
+def test_a_setting_that_is_not_a_number_costs_only_itself_not_the_lm_call():
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+    with dspy.context(lm=ScriptedLM([fields(answer="4")]), callbacks=[recorder]):
+        dspy.Predict("question -> answer")(question="2 + 2?", config={"temperature": float("nan")})
+    [trace] = sink.traces
+    [lm_call] = [c for c in trace.calls if isinstance(c, m.LMCall)]
+    assert lm_call.entry is not None and lm_call.entry.response.usage.total_tokens == 30  # messages, answer, usage kept
+    assert [item["field"] for item in trace.losses] == ["calls[1].entry.kwargs.temperature"] * 2
+    assert "'nan' was left out" in trace.losses[1]["reason"]
+    assert validate_traces([trace]).conforms
+
+
+def test_each_lm_call_keeps_the_messages_it_was_sent_when_the_program_changes_them_later():
+    lm = ScriptedLM(["one", "two", "three"])
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+
+    class Conversation(dspy.Module):
+        def forward(self) -> None:
+            messages = [{"role": "user", "content": "hi"}]
+            for _ in range(3):
+                reply = lm(messages=messages)[0]
+                messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "more"}]
+
+    with dspy.context(lm=lm, callbacks=[recorder]):
+        Conversation()()
+    [trace] = sink.traces
+    sent = [len(c.entry.request.messages) for c in trace.calls if isinstance(c, m.LMCall)]
+    assert sent == [1, 3, 5]  # the list DSPy's history holds grew to 7 afterwards
+
+
 def _dump(store) -> bytes:
     import io
 
@@ -198,7 +322,7 @@ def test_a_value_without_a_json_form_is_kept_as_text_and_reported():
     assert lm_call.entry.extra_fields["opaque"] == "<opaque provider object>"
     [lost] = trace.losses
     assert lost["field"].endswith("entry.opaque") and "kept as its text" in lost["reason"]
-    assert len(recorder.errors) == 1 and "kept as text" in recorder.errors[0]
+    assert len(recorder.errors) == 1 and "not kept exactly" in recorder.errors[0]
     back = trace_from_json(json.loads(json.dumps(trace_to_json(trace))))
     assert back == trace and validate_traces([trace]).conforms
     [(_, again)] = parse_traces(serialize_traces([trace]), RdfFormat.N_QUADS)

@@ -14,7 +14,9 @@ the parent's call id inside a start handler) and its error, if it raised:
   call is one part), a call an adapter parsed from text is a tool-call part of the module call;
 - LM calls: the history entry the call appended to ``lm.history`` (typed ``LMHistoryEntry`` or legacy dict,
   any DSPy version), found by identity among the entries appended since the call started, and converted to JSON
-  data the way its libraries write it (:mod:`dspy_rdf.live`: LiteLLM's and lm15's objects included);
+  data the way its libraries write it (:mod:`dspy_rdf.live`: LiteLLM's and lm15's objects included) when the call
+  ends, so that a program changing the live objects later (appending to the message list it sent) does not change
+  what the call was sent;
 - evaluations (``dspy.Evaluate``): the program (its class and :func:`program_fingerprint`), the metric, the
   devset size, the score, and each example's result linked to the program call that produced it; the program
   calls run in Evaluate's worker threads belong to the evaluation;
@@ -32,9 +34,12 @@ runs, except the evaluated program's). Converting and writing a run happens once
 only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). The run is
 converted in the thread that ends it, before the program's call returns: a ``MemorySink`` has it then, and a
 ``FileSink`` or ``StoreSink`` hands it to its writer process (read them after :meth:`TraceRecorder.flush`).
-The recorder starts no thread in the program. A callback must never break the program, and DSPy swallows callback exceptions: a run is never lost. A value without a JSON form is
-kept as its text and listed in the trace's ``losses``; a run the sink cannot write stays in
-:attr:`TraceRecorder.unwritten`; both are reported in :attr:`TraceRecorder.errors`.
+The recorder starts no thread in the program. A callback must never break the program, and DSPy swallows callback
+exceptions: a run is never lost. A value without a JSON form, or whose text cannot be read, is kept as its text (or
+its type's name); text that no trace can hold (a lone UTF-16 surrogate) gets U+FFFD in its place; a setting an LM
+entry's reader refuses (a NaN temperature) is left out of that entry alone; each is listed, with its place, in the
+trace's ``losses``. A run the sink cannot write stays in :attr:`TraceRecorder.unwritten`; both are reported in
+:attr:`TraceRecorder.errors`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import json
 import logging
 import math
 import os
+import re
 import pickle
 import threading
 import time
@@ -56,7 +62,7 @@ from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError, TraceInputError
 from dspy_rdf.fields import kind_of
 from dspy_rdf.identity import DEFAULT_BASE, canonical_json, check_base, key_from_payload
-from dspy_rdf.live import json_data, loss
+from dspy_rdf.live import json_data, loss, text_of, unicode_text
 from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
@@ -92,44 +98,69 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
 
-def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, _depth: int = 0) -> Any:
+def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, losses: list[dict[str, str]] | None = None, path: str = "") -> Any:
     """A JSON summary of a live value: JSON scalars as they are, strings over ``max_chars`` cut and marked,
     containers recursively (at most 200 items, 12 levels), DSPy predictions and pydantic models as their
-    fields, anything else as its ``repr``."""
+    fields, anything else as its ``repr``. It never raises: a value whose fields or text cannot be read, or text
+    that no Unicode string can hold (a lone surrogate), is kept as far as it can be and the place (``path`` and
+    below) is added to ``losses``."""
+    return _summary(value, max_chars, [] if losses is None else losses, path, 0)
+
+
+def _summary(value: Any, max_chars: int, losses: list[dict[str, str]], path: str, depth: int) -> Any:
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, str):
-        if len(value) <= max_chars:
-            return value
-        return value[:max_chars] + f"… [{len(value) - max_chars} more characters]"
-    if _depth >= _MAX_DEPTH:
-        return summarize(repr(value), max_chars=max_chars)
+        text = unicode_text(value, path, losses)
+        if len(text) <= max_chars:
+            return text
+        return text[:max_chars] + f"… [{len(text) - max_chars} more characters]"
+    if depth < _MAX_DEPTH:
+        try:
+            return _summary_of_container(value, max_chars, losses, path, depth)
+        except Exception as exc:  # noqa: BLE001 - a live object's fields can raise anything; the run must be kept
+            losses.append(loss(path, f"a {type(value).__qualname__} could not be summarized ({type(exc).__name__}); kept as its repr"))
+    return _summary(text_of(value, path, losses, use_repr=True), max_chars, losses, path, depth)
+
+
+def _summary_of_container(value: Any, max_chars: int, losses: list[dict[str, str]], path: str, depth: int) -> Any:
+    """The summary of a dict, list, DSPy prediction or pydantic model; anything else is summarized as its repr."""
     if isinstance(value, dict):
         items = list(value.items())
-        out = {str(k): summarize(v, max_chars=max_chars, _depth=_depth + 1) for k, v in items[:_MAX_ITEMS]}
+        out = {}
+        for k, v in items[:_MAX_ITEMS]:
+            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
+            out[key] = _summary(v, max_chars, losses, f"{path}.{key}" if path else key, depth + 1)
         if len(items) > _MAX_ITEMS:
             out["…"] = f"{len(items) - _MAX_ITEMS} more items"
         return out
     if isinstance(value, (list, tuple)):
-        out_list = [summarize(v, max_chars=max_chars, _depth=_depth + 1) for v in value[:_MAX_ITEMS]]
+        out_list = [_summary(v, max_chars, losses, f"{path}[{i}]", depth + 1) for i, v in enumerate(value[:_MAX_ITEMS])]
         if len(value) > _MAX_ITEMS:
             out_list.append(f"… {len(value) - _MAX_ITEMS} more items")
         return out_list
     if hasattr(value, "toDict") and callable(value.toDict):  # dspy.Prediction, dspy.Example
-        return summarize(value.toDict(), max_chars=max_chars, _depth=_depth + 1)
+        return _summary(value.toDict(), max_chars, losses, path, depth + 1)
     if hasattr(value, "model_dump"):
         try:
             dumped = value.model_dump(mode="json")
         except (TypeError, ValueError):  # a model holding values pydantic cannot write as JSON
-            dumped = repr(value)
-        return summarize(dumped, max_chars=max_chars, _depth=_depth + 1)
-    return summarize(repr(value), max_chars=max_chars)
+            dumped = text_of(value, path, losses, use_repr=True)
+        return _summary(dumped, max_chars, losses, path, depth + 1)
+    return _summary(text_of(value, path, losses, use_repr=True), max_chars, losses, path, _MAX_DEPTH)
 
 
-def _error_text(exception: BaseException | None) -> str | None:
-    return None if exception is None else f"{type(exception).__name__}: {exception}"
+def _error_text(exception: BaseException | None, losses: list[dict[str, str]], path: str = "error") -> str | None:
+    if exception is None:
+        return None
+    return f"{type(exception).__name__}: {text_of(exception, path, losses)}"
+
+
+def _at(index: int, losses: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Losses noted with paths inside one call, as paths inside its run."""
+    return [loss(f"calls[{index}]" + (f".{item['field']}" if item["field"] != "(the value)" else ""), item["reason"]) for item in losses]
 
 
 # --- sinks -------------------------------------------------------------------------------------------------
@@ -344,7 +375,11 @@ class _Run:
     # Handlers note epoch seconds (cheap); they become xsd:dateTime text when the run is built.
     starts: list[float] = field(default_factory=list)
     ends: list[float | None] = field(default_factory=list)
-    raw_entries: dict[int, Any] = field(default_factory=dict)  # LM call index -> the live history entry
+    # LM call index -> its history entry as JSON data, converted when the call ended (a program may change the live
+    # objects afterwards, e.g. append to the message list it passed); `claimed` holds the ids of the live entries taken.
+    entries: dict[int, Any] = field(default_factory=dict)
+    claimed: set[int] = field(default_factory=set)
+    losses: list[dict[str, str]] = field(default_factory=list)  # what was kept as text or left out, and where
     returned: dict[int, list[Any]] = field(default_factory=dict)  # module call index -> the live dspy.ToolCall objects it returned
     outputs: dict[int, Any] = field(default_factory=dict)  # module call index -> its live outputs, while an evaluation may ask
     evaluations: dict[int, Any] = field(default_factory=dict)  # evaluate call index -> the live EvaluationResult
@@ -392,7 +427,8 @@ class TraceRecorder(BaseCallback):
 
     # -- bookkeeping --
 
-    def _start(self, call_id: str, call: m.Call, instance: Any = None) -> None:
+    def _start(self, call_id: str, call: m.Call, instance: Any = None, losses: list[dict[str, str]] = ()) -> None:
+        """Register a call that started (``losses``: what its handler could not record, with paths inside the call)."""
         started = time.time()
         parent_id = ACTIVE_CALL_ID.get()
         with self._lock:
@@ -414,8 +450,11 @@ class TraceRecorder(BaseCallback):
             run.ends.append(None)
             run.open_calls += 1
             self._where[call_id] = (run, len(run.calls) - 1)
+            if losses:
+                run.losses.extend(_at(len(run.calls) - 1, losses))
 
-    def _end(self, call_id: str, exception: BaseException | None, update: Callable[[_Run, int, Any], None]) -> None:
+    def _end(self, call_id: str, exception: BaseException | None, update: Callable[[_Run, int, Any, list], None]) -> None:
+        """Register a call that ended; ``update(run, index, call, losses)`` records what it returned."""
         ended = time.time()
         with self._lock:
             found = self._where.pop(call_id, None)
@@ -424,8 +463,14 @@ class TraceRecorder(BaseCallback):
             run, index = found
             call = run.calls[index]
             run.ends[index] = ended
-            call.error = _error_text(exception)
-            update(run, index, call)
+            losses: list[dict[str, str]] = []
+            call.error = _error_text(exception, losses)
+            try:
+                update(run, index, call, losses)
+            except Exception as exc:  # noqa: BLE001 - a bug of ours or a live value: the call still ends, the run is kept
+                losses.append(loss("", f"what the call returned could not be recorded ({type(exc).__name__}); left out"))
+            if losses:
+                run.losses.extend(_at(index, losses))
             run.open_calls -= 1
             finished = run.open_calls == 0
         if finished:
@@ -434,20 +479,15 @@ class TraceRecorder(BaseCallback):
     # -- DSPy handlers --
 
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        cls = type(instance)
-        self._start(
-            call_id,
-            m.ModuleCall(
-                module_class=f"{cls.__module__}.{cls.__qualname__}",
-                started_at=_PENDING,
-                input_summary=summarize(inputs, max_chars=self.max_chars),
-            ),
-            instance,
-        )
+        losses: list[dict[str, str]] = []
+        summary = summarize(inputs, max_chars=self.max_chars, losses=losses, path="input_summary")
+        call = m.ModuleCall(module_class=_class_name(instance), started_at=_PENDING, input_summary=summary)
+        self._start(call_id, call, instance, losses)
 
     def on_module_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.ModuleCall) -> None:
-            call.output_summary = None if outputs is None else summarize(outputs, max_chars=self.max_chars)
+        def update(run: _Run, index: int, call: m.ModuleCall, losses: list[dict[str, str]]) -> None:
+            if outputs is not None:
+                call.output_summary = summarize(outputs, max_chars=self.max_chars, losses=losses, path="output_summary")
             returned = _returned_tool_calls(outputs)
             if returned:
                 run.returned[index] = returned
@@ -484,49 +524,61 @@ class TraceRecorder(BaseCallback):
                 fallback = candidate
             if entry is None:
                 entry = fallback
+        # Converted now, outside the lock: the program may change the live objects once the call returned.
+        entry_losses: list[dict[str, str]] = []
+        data = None if entry is None else json_data(entry, path="entry", losses=entry_losses)
 
-        def update(run: _Run, index: int, call: m.LMCall) -> None:
-            if entry is not None and all(e is not entry for e in run.raw_entries.values()):
-                run.raw_entries[index] = entry
+        def update(run: _Run, index: int, call: m.LMCall, losses: list[dict[str, str]]) -> None:
+            if entry is not None and id(entry) not in run.claimed:
+                run.claimed.add(id(entry))
+                run.entries[index] = data
+                losses.extend(entry_losses)
 
         self._end(call_id, exception, update)
 
     def on_tool_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        losses: list[dict[str, str]] = []
         # Arguments are kept exactly (not summarized): they are what pairs an execution with its tool-call part.
-        args = json_data(inputs.get("kwargs", inputs))
-        name = str(getattr(instance, "name", type(instance).__name__))
-        self._start(call_id, m.ToolExecution(tool_call=m.ToolCall(name=name, args=args), started_at=_PENDING))
+        args = json_data(inputs.get("kwargs", inputs), path="tool_call.args", losses=losses)
+        name = text_of(getattr(instance, "name", None) or type(instance).__name__, "tool_call.name", losses)
+        call = m.ToolExecution(tool_call=m.ToolCall(name=name, args=args if isinstance(args, dict) else {"args": args}), started_at=_PENDING)
+        self._start(call_id, call, instance, losses)
 
     def on_tool_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.ToolExecution) -> None:
+        def update(run: _Run, index: int, call: m.ToolExecution, losses: list[dict[str, str]]) -> None:
             call.tool_result = m.ToolResult(
                 name=call.tool_call.name,
-                result=None if exception is not None else summarize(outputs, max_chars=self.max_chars),
+                result=None if exception is not None else summarize(outputs, max_chars=self.max_chars, losses=losses, path="tool_result.result"),
                 is_error=exception is not None,
-                error=_error_text(exception),
+                error=call.error,
             )
 
         self._end(call_id, exception, update)
 
     def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         program = inputs.get("program")
-        metric = inputs.get("metric") or getattr(instance, "metric", None)
-        devset = inputs.get("devset") or getattr(instance, "devset", None)
-        call = m.EvaluateCall(
-            started_at=_PENDING,
-            metric=_qualified_name(metric),
-            program_class=None if program is None else _class_name(program),
-            program_fingerprint=program_fingerprint(program),
-            devset_size=len(devset) if hasattr(devset, "__len__") else None,
-        )
-        self._start(call_id, call)
+        losses: list[dict[str, str]] = []
+        try:
+            metric = inputs.get("metric") or getattr(instance, "metric", None)
+            devset = inputs.get("devset") or getattr(instance, "devset", None)
+            call = m.EvaluateCall(
+                started_at=_PENDING,
+                metric=_qualified_name(metric),
+                program_class=None if program is None else _class_name(program),
+                program_fingerprint=program_fingerprint(program),
+                devset_size=len(devset) if hasattr(devset, "__len__") else None,
+            )
+        except Exception as exc:  # noqa: BLE001 - live objects can raise anything; the evaluation is still recorded
+            call = m.EvaluateCall(started_at=_PENDING)
+            losses.append(loss("", f"the evaluation's program, metric or devset could not be read ({type(exc).__name__}); left out"))
+        self._start(call_id, call, instance, losses)
         with self._lock:
             where = self._where.get(call_id)
             if where is not None and program is not None:
                 self._evaluating.append(_Evaluation(run=where[0], index=where[1], program=program))
 
     def on_evaluate_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.EvaluateCall) -> None:
+        def update(run: _Run, index: int, call: m.EvaluateCall, losses: list[dict[str, str]]) -> None:
             self._evaluating = [e for e in self._evaluating if not (e.run is run and e.index == index)]
             if outputs is not None:
                 run.evaluations[index] = outputs
@@ -537,19 +589,18 @@ class TraceRecorder(BaseCallback):
     def on_compile_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         student = inputs.get("student")
         summary = {k: v for k, v in inputs.items() if k not in ("student", "teacher")}
-        self._start(
-            call_id,
-            m.CompileCall(
-                optimizer_class=_class_name(instance),
-                started_at=_PENDING,
-                input_summary=summarize(summary, max_chars=self.max_chars),
-                program_class=None if student is None else _class_name(student),
-                student_fingerprint=program_fingerprint(student),
-            ),
+        losses: list[dict[str, str]] = []
+        call = m.CompileCall(
+            optimizer_class=_class_name(instance),
+            started_at=_PENDING,
+            input_summary=summarize(summary, max_chars=self.max_chars, losses=losses, path="input_summary"),
+            program_class=None if student is None else _class_name(student),
+            student_fingerprint=program_fingerprint(student),
         )
+        self._start(call_id, call, instance, losses)
 
     def on_compile_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.CompileCall) -> None:
+        def update(run: _Run, index: int, call: m.CompileCall, losses: list[dict[str, str]]) -> None:
             if outputs is not None:
                 call.program_class = _class_name(outputs)
                 call.program_fingerprint = program_fingerprint(outputs)
@@ -571,7 +622,7 @@ class TraceRecorder(BaseCallback):
             trace = self._bare(run, f"{type(exc).__name__}: {exc}")
         if trace.losses:
             where = ", ".join(x["field"] for x in trace.losses[:3]) + (" ..." if len(trace.losses) > 3 else "")
-            self._report(f"a run of {len(run.calls)} calls was recorded with {len(trace.losses)} value(s) kept as text ({where})")
+            self._report(f"a run of {len(run.calls)} calls was recorded with {len(trace.losses)} value(s) not kept exactly ({where}; the trace lists them in losses)")
         try:
             self.sink.write(trace)
         except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead
@@ -604,9 +655,9 @@ class TraceRecorder(BaseCallback):
         logger.warning(message)
 
     def _build(self, run: _Run) -> m.Trace:
-        losses: list[dict[str, str]] = []
-        for index, raw in run.raw_entries.items():
-            run.calls[index].entry = _history_entry(raw, f"calls[{index}].entry", losses)
+        losses = list(run.losses)
+        for index, data in run.entries.items():
+            run.calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
         for call, started, ended in zip(run.calls, run.starts, run.ends):
             call.started_at = _iso(started)
             call.ended_at = None if ended is None else _iso(ended)
@@ -627,7 +678,7 @@ class TraceRecorder(BaseCallback):
 
     def _bare(self, run: _Run, why: str) -> m.Trace:
         """The run without its LM history entries (the calls, their times and summaries), when building it failed."""
-        for index in run.raw_entries:
+        for index in run.entries:
             run.calls[index].entry = None
         for call, started, ended in zip(run.calls, run.starts, run.ends):
             call.started_at = _iso(started)
@@ -636,7 +687,7 @@ class TraceRecorder(BaseCallback):
         return m.Trace(
             source_kind="program_run", source_format="dspy_callback", dspy_version=getattr(dspy, "__version__", None),
             started_at=root.started_at, ended_at=root.ended_at, calls=run.calls,
-            losses=[loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")],
+            losses=[*run.losses, loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")],
         )
 
 
@@ -688,28 +739,63 @@ def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses:
             losses.append(loss(f"calls[{index}].example_results[{position}]", "not an (example, prediction, score) triple; left out"))
             continue
         out.append(m.ExampleResult(
-            example=summarize(example, max_chars=max_chars),
-            prediction=summarize(prediction, max_chars=max_chars),
+            example=summarize(example, max_chars=max_chars, losses=losses, path=f"calls[{index}].example_results[{position}].example"),
+            prediction=summarize(prediction, max_chars=max_chars, losses=losses, path=f"calls[{index}].example_results[{position}].prediction"),
             score=_number(score),
             program_call=by_output.get(id(prediction)),
         ))
     return out
 
 
-def _history_entry(raw: Any, path: str, losses: list[dict[str, str]]) -> m.LMHistoryEntry | None:
-    """The canonical form of one live ``lm.history`` entry: converted to JSON data (provider objects as their
-    libraries write them), then read by the reader of its shape. An entry no reader takes is left out and
-    listed in ``losses``."""
-    data = json_data(raw, path=path, losses=losses)
-    try:
-        if is_typed_entry(data):
-            return entry_from_json(data, path)
-        if isinstance(data, dict):
-            return entry_from_history_dict(data, path)
-        raise TraceInputError(f"expected an lm.history entry, got {kind_of(data)}", field=path)
-    except TraceInputError as exc:
-        losses.append(loss(path, f"the LM history entry could not be read ({exc.reason}); left out"))
-        return None
+_MAX_LEFT_OUT = 20
+"""Values of one history entry left out, at most, before the whole entry is (a reader that refuses many is lost)."""
+
+
+def _history_entry(data: Any, path: str, losses: list[dict[str, str]]) -> m.LMHistoryEntry | None:
+    """The canonical form of one ``lm.history`` entry (as JSON data, see :func:`json_data`), read by the reader of its
+    shape. A value the reader refuses (a setting that was NaN and is kept as text where a number belongs) is left out
+    of ``data`` and listed in ``losses``, and the entry read again, so that one odd value does not cost the entry's
+    messages, response and usage; an entry no reader takes is left out and listed in ``losses``."""
+    for _ in range(_MAX_LEFT_OUT + 1):
+        try:
+            if is_typed_entry(data):
+                return entry_from_json(data, path)
+            if isinstance(data, dict):
+                return entry_from_history_dict(data, path)
+            raise TraceInputError(f"expected an lm.history entry, got {kind_of(data)}", field=path)
+        except TraceInputError as exc:
+            inside = exc.field[len(path) + 1 :] if exc.field.startswith(path + ".") else ""
+            left_out = _leave_out(data, inside) if inside else _ABSENT
+            if left_out is _ABSENT:
+                losses.append(loss(path, f"the LM history entry could not be read ({exc.reason}); left out"))
+                return None
+            shown = canonical_json(left_out) if not isinstance(left_out, str) else left_out
+            shown = shown if len(shown) <= 200 else shown[:200] + "…"
+            losses.append(loss(exc.field, f"{exc.reason}; the value {shown!r} was left out"))
+    losses.append(loss(path, f"the LM history entry could not be read (more than {_MAX_LEFT_OUT} values refused); left out"))
+    return None
+
+
+_ABSENT = object()
+_STEP = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _leave_out(data: Any, where: str) -> Any:
+    """Remove the value at the dotted path ``where`` (``kwargs.temperature``, ``messages[0].content``) from ``data``
+    and return it; :data:`_ABSENT` (and ``data`` unchanged) when there is no value there."""
+    steps = [int(index) if index else key for index, key in _STEP.findall(where)]
+    parent = data
+    for step in steps[:-1]:
+        try:
+            parent = parent[step]
+        except (KeyError, IndexError, TypeError):
+            return _ABSENT
+    last = steps[-1] if steps else None
+    if isinstance(parent, dict) and isinstance(last, str) and last in parent:
+        return parent.pop(last)
+    if isinstance(parent, list) and isinstance(last, int) and 0 <= last < len(parent):
+        return parent.pop(last)
+    return _ABSENT
 
 
 def _returned_tool_calls(outputs: Any) -> list[Any]:

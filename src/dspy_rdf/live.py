@@ -16,7 +16,7 @@ import dataclasses
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "is_lm15", "json_data", "loss"]
+__all__ = ["MAX_DEPTH", "is_lm15", "json_data", "loss", "text_of", "unicode_text"]
 
 MAX_DEPTH = 200
 """Deeper values are kept as their text (a live object graph can be cyclic)."""
@@ -39,17 +39,43 @@ def json_data(value: Any, *, path: str = "", losses: list[dict[str, str]] | None
     return _convert(value, path, losses if losses is not None else [], 0)
 
 
-def _text(value: Any, path: str, losses: list[dict[str, str]], why: str) -> str:
+def unicode_text(text: str, path: str, losses: list[dict[str, str]]) -> str:
+    """``text`` as RDF and UTF-8 can hold it: a lone UTF-16 surrogate (half of a character, e.g. an emoji cut by a
+    token limit) has no encoding, so it becomes U+FFFD and the place is added to ``losses``."""
+    if text.isascii():
+        return text
     try:
-        text = str(value)
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Through UTF-16: a pair of surrogates that makes one character is kept as that character.
+        losses.append(loss(path, "lone UTF-16 surrogate(s), which no Unicode text can hold, replaced by U+FFFD"))
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def text_of(value: Any, path: str, losses: list[dict[str, str]], *, use_repr: bool = False) -> str:
+    """``str(value)`` (or ``repr``), never raising: a live object whose text cannot be read is named by its type, and
+    the place added to ``losses``; the text is made storable with :func:`unicode_text`."""
+    try:
+        text = repr(value) if use_repr else str(value)
+        if not isinstance(text, str):
+            raise TypeError(f"__{'repr' if use_repr else 'str'}__ returned {type(text).__name__}")
     except Exception as exc:  # noqa: BLE001 - a live object's __str__ can raise anything; the run must still be kept
-        text = f"<{type(value).__name__} whose text could not be read: {type(exc).__name__}>"
+        losses.append(loss(path, f"the text of a {type(value).__name__} could not be read ({type(exc).__name__}); its type is kept"))
+        return f"<{type(value).__name__} whose text could not be read: {type(exc).__name__}>"
+    return unicode_text(text, path, losses)
+
+
+def _text(value: Any, path: str, losses: list[dict[str, str]], why: str) -> str:
+    text = text_of(value, path, losses)
     losses.append(loss(path, why))
     return text
 
 
 def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) -> Any:
-    if value is None or isinstance(value, (str, bool, int)):
+    if isinstance(value, str):
+        return unicode_text(value, path, losses)
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         if math.isfinite(value):
@@ -58,9 +84,20 @@ def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) ->
     if depth >= MAX_DEPTH:
         return _text(value, path, losses, f"nested more than {MAX_DEPTH} levels deep; kept as text")
     if isinstance(value, dict):
-        return {str(k): _convert(v, f"{path}.{k}" if path else str(k), losses, depth + 1) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
+            out[key] = _convert(v, f"{path}.{key}" if path else key, losses, depth + 1)
+        return out
     if isinstance(value, (list, tuple)):
         return [_convert(v, f"{path}[{i}]", losses, depth + 1) for i, v in enumerate(value)]
+    try:
+        return _convert_object(value, path, losses, depth)
+    except Exception as exc:  # noqa: BLE001 - a live object that fails to convert (toDict, asdict, a set's items)
+        return _text(value, path, losses, f"a {type(value).__qualname__} could not be converted ({type(exc).__name__}); kept as its text")
+
+
+def _convert_object(value: Any, path: str, losses: list[dict[str, str]], depth: int) -> Any:
     if is_lm15(value):
         from dspy_rdf.sources.lm15 import lm15_to_json
 
