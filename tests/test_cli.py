@@ -165,3 +165,57 @@ def test_a_large_jsonl_export_is_written_in_batches_that_read_back_whole(tmp_pat
     traces = parse_traces(out, RdfFormat(fmt))
     # Identical lines are one trace (one IRI); each distinct trace comes back whole.
     assert len(traces) == len(set(lines))
+
+
+def _graph_lines(path) -> list[str]:
+    """The quads of an N-Quads file but for dspy:source_index (where in its input each trace was)."""
+    return sorted(line for line in path.read_text(encoding="utf-8").splitlines() if "/source_index>" not in line)
+
+
+@pytest.mark.parametrize("fmt", ["nq", "trig", "ttl", "nt", "jsonld", "json"])
+def test_an_rdf_file_exports_to_the_same_traces_in_a_file_and_in_a_store(tmp_path, fmt):
+    first, rdf, again = tmp_path / "first.nq", tmp_path / f"traces.{fmt}", tmp_path / "again.nq"
+    assert main(["export", str(bundled_traces_path()), "-o", str(first)]) == 0
+    assert main(["export", str(first), "-o", str(rdf)]) == 0  # .json: JSON-LD, as export writes it
+    assert main(["export", str(rdf), "-o", str(again)]) == 0
+    assert _graph_lines(again) == _graph_lines(first)
+    store = tmp_path / "store"
+    assert main(["export", str(rdf), "--store", str(store)]) == 0
+    dumped = tmp_path / "dumped.nq"
+    assert main(["dump", "--store", str(store), "-o", str(dumped)]) == 0
+    assert {line.rsplit(" ", 2)[-2] for line in _graph_lines(dumped)} == {line.rsplit(" ", 2)[-2] for line in _graph_lines(first)}
+
+
+def test_an_rdf_input_refuses_from_and_a_trace_spread_over_an_nquads_file_is_read_whole(tmp_path, capsys):
+    first = tmp_path / "first.nq"
+    assert main(["export", str(bundled_traces_path()), "-o", str(first)]) == 0
+    assert main(["export", str(first), "--from", "dspy33", "-o", str(tmp_path / "x.nq")]) == 2
+    assert "applies to JSON inputs" in capsys.readouterr().err
+    lines = first.read_text(encoding="utf-8").splitlines()
+    graphs = list(dict.fromkeys(line.rsplit(" ", 2)[-2] for line in lines))
+    spread = tmp_path / "spread.nq"  # texts of the first trace moved after the second trace
+    moved = [line for line in lines if line.rsplit(" ", 2)[-2] == graphs[0] and "/dspy/text>" in line]
+    rest = [line for line in lines if line not in moved]
+    cut = max(i for i, line in enumerate(rest) if line.rsplit(" ", 2)[-2] == graphs[1]) + 1
+    spread.write_text("\n".join([*rest[:cut], *moved, *rest[cut:]]) + "\n", encoding="utf-8")
+    assert main(["export", str(spread), "-o", str(tmp_path / "y.nq")]) == 0
+    assert _graph_lines(tmp_path / "y.nq") == _graph_lines(first)
+
+
+def test_an_edited_trace_in_rdf_is_exported_under_the_iri_of_its_new_content(tmp_path):
+    first = tmp_path / "first.nq"
+    assert main(["export", str(bundled_traces_path()), "-o", str(first)]) == 0
+    lines = first.read_text(encoding="utf-8").splitlines()
+    edited = next(i for i, line in enumerate(lines) if "/dspy/text>" in line)
+    graph = lines[edited].rsplit(" ", 2)[-2]
+    lines[edited] = lines[edited].replace('"', '"edited ', 1)
+    for fmt in ("nq", "trig"):
+        source = tmp_path / f"edited.{fmt}"
+        (tmp_path / "edited.nq").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        if fmt == "trig":
+            assert main(["export", str(tmp_path / "edited.nq"), "-o", str(source)]) == 0
+        out = tmp_path / f"out-{fmt}.nq"
+        assert main(["export", str(source), "-o", str(out)]) == 0
+        written = {line.rsplit(" ", 2)[-2] for line in out.read_text(encoding="utf-8").splitlines()}
+        assert graph not in written and len(written) == len({line.rsplit(" ", 2)[-2] for line in lines})
+        assert "edited " in out.read_text(encoding="utf-8")

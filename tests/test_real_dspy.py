@@ -168,6 +168,21 @@ def test_every_sink_keeps_a_run_of_the_real_lm(tmp_path, sink_kind):
     assert validate_traces([trace]).conforms
 
 
+def test_a_capture_file_exports_into_a_store_as_the_same_runs(tmp_path):
+    from dspy_rdf.cli import main
+    from dspy_rdf.identity import trace_iri
+
+    memory = MemorySink()
+    recorder = TraceRecorder(FileSink(tmp_path / "runs.nq"), on_run=memory.write)
+    for answer in ("4", "5"):
+        predict_once(recorder, ScriptedLM([fields(answer=answer)]))
+    recorder.close()
+    assert main(["export", str(tmp_path / "runs.nq"), "--store", str(tmp_path / "store")]) == 0
+    with EmbeddedStore(tmp_path / "store", read_only=True) as store:
+        assert sorted(store.trace_iris()) == sorted(trace_iri(t) for t in memory.traces)
+        assert run_query(store, "tokens_per_model").records()[0]["lm_calls"] == 2
+
+
 def _written_runs(sink_kind: str, sink, tmp_path: Path) -> list[m.Trace]:
     """The runs a sink holds, read back the way a user would: the file parsed, the store dumped."""
     if sink_kind == "memory":

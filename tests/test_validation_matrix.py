@@ -182,6 +182,7 @@ FORMATS = {
     "nq-default-graph": (".nq", lambda qs: ox.serialize([ox.Quad(q.subject, q.predicate, q.object) for q in qs], format=ox.RdfFormat.N_QUADS)),
     "trig-default-graph": (".trig", lambda qs: ox.serialize([ox.Quad(q.subject, q.predicate, q.object) for q in qs], format=ox.RdfFormat.TRIG)),
     "jsonld-default-graph": (".jsonld", lambda qs: _jsonld(qs, graphs=False)),
+    "jsonld-as-.json": (".json", lambda qs: _jsonld(qs, graphs=True)),  # what `export -o x.json` writes
 }
 
 

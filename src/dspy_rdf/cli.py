@@ -515,8 +515,8 @@ def _build_parser() -> argparse.ArgumentParser:
     source_formats = list(SOURCE_FORMATS)
     from_help = "read every input as this DSPy shape instead of detecting it: " + ", ".join(source_formats)
 
-    export = sub.add_parser("export", help="convert DSPy traces (JSON/JSONL of any supported shape) to RDF")
-    export.add_argument("files", nargs="+", type=Path, help="DSPy JSON (.json: one trace) or JSON Lines (.jsonl: one trace per line)")
+    export = sub.add_parser("export", help="convert DSPy traces (JSON/JSONL of any supported shape, or RDF) to RDF or a store")
+    export.add_argument("files", nargs="+", type=Path, help="DSPy JSON (.json: one trace) or JSON Lines (.jsonl: one trace per line), or RDF (.nq, .trig, .ttl, .nt, .jsonld)")
     _input_options(export, source_formats, from_help)
     target = export.add_mutually_exclusive_group(required=True)
     target.add_argument("-o", "--output", type=Path, help="output file")

@@ -34,6 +34,11 @@ class RdfFormat(enum.Enum):
     JSON_LD = "jsonld"
 
     @property
+    def oxigraph(self) -> ox.RdfFormat:
+        """The same format as pyoxigraph names it."""
+        return _OX_FORMAT[self]
+
+    @property
     def has_graphs(self) -> bool:
         """Whether the format keeps one named graph per trace."""
         return self in (RdfFormat.N_QUADS, RdfFormat.TRIG, RdfFormat.JSON_LD)

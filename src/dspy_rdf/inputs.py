@@ -1,15 +1,20 @@
-"""Reading trace inputs from files: one JSON value per ``.json`` file, one per line of a ``.jsonl`` file.
+"""Reading trace inputs from files: one JSON value per ``.json`` file, one per line of a ``.jsonl`` file, and the
+traces RDF files hold (``.nq``, ``.trig``, ``.ttl``, ``.nt``, ``.jsonld``, and a ``.json`` file of JSON-LD), such as a
+capture's ``runs.nq`` or an earlier export.
 
-Any shape :func:`dspy_rdf.tracejson.trace_from_json` understands is accepted, detected per value, or forced
+Any JSON shape :func:`dspy_rdf.tracejson.trace_from_json` understands is accepted, detected per value, or forced
 with ``source_format``. Most values hold one trace; an MLflow search page or list, or an OTLP export, holds several,
 and an OTLP trace may be spread over several lines (:class:`dspy_rdf.tracejson.TraceStream` puts it together). JSON
 Lines are streamed line by line, so a file of any size is never read into memory at once (an OTLP trace is kept
 only until its root span has been read); ``progress`` is called with the number of bytes consumed after each line.
 Errors name the file, the line and the field; a trace that cannot be read is skipped and the others are read.
+RDF with named graphs (N-Quads, TriG, JSON-LD) is streamed too, one named graph at a time (each trace's quads together,
+as every dspy-rdf writer puts them; a trace spread over the file is put together); Turtle and N-Triples are read whole.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,9 +24,11 @@ from dspy_rdf.errors import TraceInputError
 from dspy_rdf.model import SourceFormat, Trace
 from dspy_rdf.tracejson import TraceStream
 
-__all__ = ["InputItem", "read_traces"]
+__all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "is_json_ld", "read_traces"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+RDF_SUFFIXES = {".ttl": "ttl", ".turtle": "ttl", ".nt": "nt", ".ntriples": "nt", ".nq": "nq", ".nquads": "nq", ".trig": "trig", ".jsonld": "jsonld"}
+"""RDF files by extension, with the :class:`~dspy_rdf.formats.RdfFormat` value of each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,13 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
 
 
+def is_json_ld(value: object) -> bool:
+    """Whether a JSON value is a JSON-LD document (what ``export -o x.json`` writes) rather than DSPy JSON."""
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(item, dict) and ("@id" in item or "@graph" in item) for item in value)
+    return isinstance(value, dict) and ("@context" in value or "@graph" in value)
+
+
 def read_traces(
     path: str | Path,
     *,
@@ -84,15 +98,21 @@ def read_traces(
     model: str | None = None,
     timestamp: str | None = None,
 ) -> Iterator[InputItem]:
-    """Yield the traces of a ``.json`` or ``.jsonl`` file, one :class:`InputItem` per trace (or per trace, line or
-    value that could not be read).
+    """Yield the traces of a ``.json``, ``.jsonl`` or RDF file, one :class:`InputItem` per trace (or per trace, line,
+    value or graph that could not be read).
 
-    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json`. Each
-    trace's ``source_index`` is its position among the file's items; a ``.json`` file that holds one trace gives it
-    none.
+    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json` (JSON
+    inputs only: an RDF file's traces are read as they were written). Each JSON trace's ``source_index`` is its
+    position among the file's items; a ``.json`` file that holds one trace gives it none.
     """
     path = Path(path)
     source = str(path)
+    rdf = RDF_SUFFIXES.get(path.suffix.lower())
+    if rdf is not None:
+        if source_format is not None:
+            raise ValueError(f"{path}: --from ({source_format}) applies to JSON inputs; an RDF file's traces are read as written")
+        yield from _rdf_items(path, rdf, progress)
+        return
     stream = TraceStream(source_format=source_format, model=model, timestamp=timestamp)
     index = 0
 
@@ -130,7 +150,99 @@ def read_traces(
     except TraceInputError as exc:
         yield InputItem(source, None, None, exc.located(source=source))
         return
+    if source_format is None and is_json_ld(value):
+        yield from _rdf_items(path, "jsonld", None, data=raw)
+        return
     found = list(items([*stream.add(value), *stream.finish()]))
     if len(found) == 1 and found[0].trace is not None:
         found[0].trace.source_index = None  # a file of one trace: its index says nothing
     yield from found
+
+
+def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, data: bytes | None = None) -> Iterator[InputItem]:
+    """The traces of an RDF file: formats with named graphs one graph at a time, Turtle and N-Triples whole."""
+    import pyoxigraph as ox
+
+    from dspy_rdf.errors import RdfInputError
+    from dspy_rdf.formats import RdfFormat, parse_traces
+    from dspy_rdf.reader import traces_from_quads
+
+    source, fmt = str(path), RdfFormat(rdf)
+
+    def failed(message: str) -> InputItem:
+        return InputItem(source, None, None, TraceInputError(message, source=source))
+
+    if not fmt.has_graphs:
+        try:
+            raw = path.read_bytes()
+            if progress is not None:
+                progress(len(raw))
+            pairs = parse_traces(raw, fmt, source=source)
+        except RdfInputError as exc:
+            yield failed(exc.reason if exc.source == source else str(exc))
+            return
+        for _, trace in pairs:
+            yield InputItem(source, None, trace, None)
+        return
+    # Quads are read one named graph at a time. A graph named by its content hash whose quads give other content is
+    # held back: the rest of it may come further on in the file (then it is read whole), or it was edited (then it is
+    # read at the end as it is, and written under the IRI of its new content).
+    done: set[str] = set()
+    held: dict[str, list[ox.Quad]] = {}
+    group: list[ox.Quad] = []
+
+    def read_graph(graph: str, quads: list[ox.Quad], *, last: bool) -> Iterator[InputItem]:
+        try:
+            pairs = traces_from_quads(quads, source=source)
+            if not last and any(not _matches_hash(iri, trace) for iri, trace in pairs):
+                held[graph] = quads
+                return
+        except RdfInputError as exc:
+            if not last:
+                held[graph] = quads
+                return
+            yield failed(f"graph <{graph}>: {exc.reason}")
+            return
+        done.add(graph)
+        held.pop(graph, None)
+        for _, trace in pairs:
+            yield InputItem(source, None, trace, None)
+
+    with io.BytesIO(data) if data is not None else path.open("rb") as handle:
+        read = 0
+
+        def flush() -> Iterator[InputItem]:
+            nonlocal read
+            if group:
+                name = group[0].graph_name
+                graph = name.value if isinstance(name, ox.NamedNode) else "the default graph"
+                if graph in done:
+                    yield failed(f"graph <{graph}>: {len(group)} of its quads come again further on in the file, after its "
+                                 "trace was read whole; they were left out")  # fmt: skip
+                else:
+                    yield from read_graph(graph, [*held.get(graph, ()), *group], last=False)
+                group.clear()
+            if progress is not None:
+                position = handle.tell()
+                progress(position - read)
+                read = position
+
+        try:
+            for quad in ox.parse(handle, fmt.oxigraph):
+                if group and quad.graph_name != group[0].graph_name:
+                    yield from flush()
+                group.append(quad)
+        except SyntaxError as exc:
+            yield failed(f"not valid {fmt.value}: {exc}")
+            return
+        yield from flush()
+    for graph, quads in list(held.items()):
+        yield from read_graph(graph, quads, last=True)
+
+
+def _matches_hash(iri: str, trace: Trace) -> bool:
+    """Whether a trace holds the content its IRI says, when the IRI ends in a content key (``…sha256-<hex>``)."""
+    from dspy_rdf.identity import KEY_PREFIX, trace_key
+
+    key = iri.rpartition("/")[2].rpartition(":")[2]
+    return not key.startswith(KEY_PREFIX) or iri.endswith(trace_key(trace))

@@ -187,10 +187,18 @@ def validate_store(
     return _run(parts, engine=engine, shapes=shapes, progress=progress, slices=slices, workers=workers).redacted(redactor)
 
 
-RDF_SUFFIXES = {".ttl": ox.RdfFormat.TURTLE, ".turtle": ox.RdfFormat.TURTLE, ".nt": ox.RdfFormat.N_TRIPLES,
-                ".ntriples": ox.RdfFormat.N_TRIPLES, ".nq": ox.RdfFormat.N_QUADS, ".nquads": ox.RdfFormat.N_QUADS,
-                ".trig": ox.RdfFormat.TRIG, ".jsonld": ox.RdfFormat.JSON_LD}
-"""The RDF files :func:`validate_files` reads, by extension."""
+
+
+def _holds_json_ld(path: Path) -> bool:
+    """Whether a ``.json`` file is JSON-LD (an ``@context`` or ``@graph`` at the top) rather than DSPy JSON."""
+    import json
+
+    from dspy_rdf.inputs import is_json_ld
+
+    try:
+        return is_json_ld(json.loads(path.read_bytes()))
+    except (ValueError, RecursionError):
+        return False  # not JSON at all: read_traces says why
 
 
 def validate_files(
@@ -211,15 +219,18 @@ def validate_files(
     as ``export`` would (redacted, the same trace IRIs); RDF files (``.ttl``, ``.nt``, ``.nq``, ``.trig``,
     ``.jsonld``) as they are, cut by trace. A bad JSON trace is passed to ``on_skip`` (raised without it); a file
     that cannot be read raises ``FileNotFoundError`` or ``ValueError`` naming it."""
-    from dspy_rdf.formats import encode_trace
-    from dspy_rdf.inputs import JSONL_SUFFIXES, read_traces
+    from dspy_rdf.formats import RdfFormat, encode_trace
+    from dspy_rdf.inputs import JSONL_SUFFIXES, RDF_SUFFIXES, read_traces
 
     builder = TraceGraphBuilder()
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file")
         suffix = path.suffix.lower()
-        if suffix in (".json", *JSONL_SUFFIXES):
+        fmt = RdfFormat(RDF_SUFFIXES[suffix]).oxigraph if suffix in RDF_SUFFIXES else None
+        if suffix == ".json" and _holds_json_ld(path):
+            fmt = ox.RdfFormat.JSON_LD  # what `export -o x.json` writes: its triples are validated as they are
+        if fmt is None and suffix in (".json", *JSONL_SUFFIXES):
             items = read_traces(path, source_format=source_format, model=fill_model, timestamp=fill_timestamp)
             for item in items:
                 try:
@@ -234,7 +245,6 @@ def validate_files(
                     continue
                 builder.add_trace(iri, data)
             continue
-        fmt = RDF_SUFFIXES.get(suffix)
         if fmt is None:
             known = ", ".join(sorted({".json", *JSONL_SUFFIXES, *RDF_SUFFIXES}))
             raise ValueError(f"{path}: cannot tell what this file holds from its extension; use one of {known}")
