@@ -199,10 +199,10 @@ def test_a_recorder_with_a_file_sink_starts_no_thread_in_the_program_and_every_r
 
 def test_a_run_larger_than_the_pipe_is_handed_over_whole_among_small_ones(tmp_path, runs):
     # Written without blocking: the program reads the writer's answers while it waits for room in the pipe.
-    from dspy_rdf.background import _PIPE_BYTES
+    from dspy_rdf.background import PIPE_BYTES
 
     big = copy.deepcopy(runs[0])
-    big.calls[0].input_summary = {"question": "x" * (3 * _PIPE_BYTES)}
+    big.calls[0].input_summary = {"question": "x" * (3 * PIPE_BYTES)}
     sink = FileSink(tmp_path / "runs.jsonl")
     handed = [*runs[:5], big, *runs[5:]] * 3
     for trace in handed:

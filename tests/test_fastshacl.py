@@ -100,7 +100,7 @@ def test_everything_in_the_shapes_is_compiled():
 
 def test_sparql_rewrite_wraps_the_where_clause_in_graph():
     query = 'PREFIX d: <urn:d#>\nSELECT $this ?value WHERE { $this d:p ?value . FILTER(?value != "}{") } GROUP BY $this ?value'
-    text = fastshacl._wrap_in_graph(query)
+    text = fastshacl.wrap_in_graph(query)
     assert "GRAPH ?dspyrdf_g {" in text and f"GROUP BY {fastshacl.G} $this" in text and '"}{"' in text
     ox.Store().query(text.replace("#V#", ""))
 

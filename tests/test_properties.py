@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, trace_to_json, validate_traces
-from dspy_rdf.sources.dspy33 import _ENTRY_DERIVED, _ENTRY_FIELDS
+from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
 from dspy_rdf.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.redact import DEFAULT_REDACTOR
 
@@ -260,7 +260,7 @@ def _timestamp(draw: st.DrawFn) -> str:
     return text
 
 
-_ENTRY_KEYS = _ENTRY_FIELDS | _ENTRY_DERIVED
+_ENTRY_KEYS = ENTRY_FIELDS | ENTRY_DERIVED
 
 
 @st.composite

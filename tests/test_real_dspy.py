@@ -25,6 +25,7 @@ from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy,
 from dspy_rdf import model as m
 from dspy_rdf.analytics import run_query
 from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder
+from dspy_rdf.errors import TraceInputError
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import validate_traces
@@ -206,6 +207,7 @@ def _sink(sink_kind: str, tmp_path: Path):
 
 
 HALF = "\ud83d"  # the first half of an emoji: no Unicode text (UTF-8, RDF) can hold it alone
+SENT_HALF = HALF if DSPY_VERSION < (3, 4) else ""  # DSPy 3.4 refuses to send such text to an LM at all
 
 
 class Unreadable:
@@ -242,7 +244,7 @@ class Odd(dspy.Module):
 
     def forward(self, question: str) -> dspy.Prediction:
         answer = self.predict(question=question).answer
-        self.lm(messages=[{"role": "user", "content": f"again {HALF}"}])
+        self.lm(messages=[{"role": "user", "content": f"again {SENT_HALF}"}])
         self.echo(text=f"x {HALF}")
         self.handle()
         with contextlib.suppress(ValueError):
@@ -256,14 +258,15 @@ def test_a_run_with_values_no_trace_can_hold_is_written_with_each_kept_as_text_a
     sink = _sink(sink_kind, tmp_path)
     recorder = TraceRecorder(sink)
     with dspy.context(lm=lm, callbacks=[recorder]):
-        Odd(lm)(question=f"why {HALF}?")
+        Odd(lm)(question=f"why {SENT_HALF}?")
     assert recorder.flush() and recorder.unwritten == []
     [trace] = _written_runs(sink_kind, sink, tmp_path)
     assert len(trace.calls) == 7  # Odd, Predict, 2 LM calls, 3 tool executions: none lost
     lost = {item["field"] for item in trace.losses}
-    half_kept = {"calls[0].input_summary.kwargs.question", "calls[2].entry.response.choices[0].message.content",
-                 "calls[3].entry.messages[0].content", "calls[4].tool_call.args.text", "calls[4].tool_result.result",
+    half_kept = {"calls[1].output_summary.answer", "calls[4].tool_call.args.text", "calls[4].tool_result.result",
                  "calls[6].tool_call.name", "calls[6].error"}  # fmt: skip
+    if SENT_HALF:
+        half_kept |= {"calls[0].input_summary.kwargs.question", "calls[3].entry.messages[0].content"}
     assert half_kept <= lost, lost
     assert "calls[5].tool_result.result" in lost  # the unreadable handle, named by its type
     [handle] = [c for c in trace.calls if isinstance(c, m.ToolExecution) and c.tool_call.name == "handle"]
@@ -422,6 +425,19 @@ def test_react_v2_with_a_failing_tool(tmp_path):
     assert [r.is_error for r in results] == [False, True, False]
 
 
+def test_a_conversation_history_is_a_trace_live_and_as_its_json(tmp_path):
+    from dspy_rdf.cli import main
+
+    history = dspy.History(messages=[{"question": "What is DSPy?", "answer": "A framework."}, {"question": "Who made it?", "answer": "Stanford NLP."}])
+    trace = trace_from_dspy(history)
+    assert (trace.source_format, trace.source_kind) == ("dspy_history", "trajectory")
+    assert [[p.text for p in msg.parts] for msg in trace.messages] == [["What is DSPy?", "A framework."], ["Who made it?", "Stanford NLP."]]
+    assert trace_from_json(json.loads(json.dumps(trace_to_json(trace)))) == trace and validate_traces([trace]).conforms
+    (tmp_path / "history.json").write_text(history.model_dump_json(), encoding="utf-8")
+    assert main(["export", str(tmp_path / "history.json"), "-o", str(tmp_path / "history.nq")]) == 0
+    assert [t for _, t in parse_traces(tmp_path / "history.nq", RdfFormat.N_QUADS)] == [trace]
+
+
 def test_native_function_calling_with_parallel_calls_counts_each_call_once(tmp_path):
     ledger = Ledger()
     lm = ScriptedLM(NATIVE)
@@ -451,6 +467,28 @@ def test_parallel_runs_are_traces_of_their_own(tmp_path):
 
     store, _ = record_into_store(tmp_path, run)
     assert_counts(store, history_totals(lm), ledger, traces=4)
+    store.close()
+
+
+def test_parallel_calls_inside_a_module_belong_to_its_run(tmp_path):
+    ledger = Ledger()
+    lm = EchoLM()
+    examples = [dspy.Example(question=f"say {w}").with_inputs("question") for w in "abcd"]
+
+    class Fan(dspy.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.predict = dspy.Predict("question -> answer")
+
+        def forward(self) -> list:
+            return dspy.Parallel(num_threads=2)([(self.predict, example) for example in examples])
+
+    def run(recorder):
+        with dspy.context(lm=lm, callbacks=[recorder]):
+            Fan()()
+
+    store, _ = record_into_store(tmp_path, run)
+    assert_counts(store, history_totals(lm), ledger, traces=1)
     store.close()
 
 
@@ -534,10 +572,12 @@ def test_an_lm15_request_and_response_are_one_trace(tmp_path):
     request = lm15.Request(model="openai/gpt-4o-mini", messages=[lm15.Message.user("2 + 2?")])
     response = lm15.Response(id="r1", model="gpt-4o-mini", message=lm15.Message.assistant("4"), finish_reason="stop", usage=lm15.Usage(input_tokens=3, output_tokens=1))
     pair = {"request": serde.request_to_dict(request), "response": serde.response_to_dict(response)}
-    for value in (pair, (request, response)):
-        trace = trace_from_dspy(value) if isinstance(value, tuple) else trace_from_json(value)
+    for value in (pair, (request, response), (response, request), [request, response], {"request": request, "response": response}):
+        trace = trace_from_json(value) if value is pair else trace_from_dspy(value)
         assert (trace.source_format, trace.source_kind) == ("lm15", "request_response")
         assert trace.response.outputs[0].finish_reason == "stop" and validate_traces([trace]).conforms
+    with pytest.raises(TraceInputError, match="holds 2 LM calls"):
+        trace_from_dspy([(request, response), (request, response)])
     path = tmp_path / "pair.json"
     path.write_text(json.dumps(pair), encoding="utf-8")
     from dspy_rdf.cli import main

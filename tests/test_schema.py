@@ -27,6 +27,14 @@ def test_the_schema_has_the_required_identity(view):
     assert list(view.get_enum("LMPartType").permissible_values) == list(model.PART_TYPES)
 
 
+def test_every_source_format_is_in_the_schema_the_model_and_the_registry(view):
+    from dspy_rdf.sources import SOURCES
+
+    assert list(view.get_enum("TraceSourceFormat").permissible_values) == list(model.SOURCE_FORMATS)
+    assert sorted(source.format for source in SOURCES) == sorted(set(model.SOURCE_FORMATS) - {"dspy_callback"})
+    assert all(source.written_kinds <= set(model.SOURCE_KINDS) for source in SOURCES)
+
+
 # (slot, range, required, description, domain_of) exactly as on the seed page for LMToolCallPart.
 SEED_SLOTS = {
     "call_id": ("Identifier", None, "Provider-issued tool call id (mapped to ``id`` on the Pydantic model).", ["ToolCall", "ToolResult", "LMToolCallPart", "LMToolResultPart"]),

@@ -70,3 +70,12 @@ def test_no_private_names_are_imported_across_modules():
         if name.startswith("_")
     ]
     assert not offenders, offenders
+
+
+def test_no_test_imports_a_private_name_of_the_package():
+    offenders = []
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dspy_rdf"):
+                offenders += [f"{path.name} imports {a.name} from {node.module}" for a in node.names if a.name.startswith("_")]
+    assert not offenders, offenders

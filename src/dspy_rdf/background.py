@@ -36,12 +36,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-__all__ = ["BackgroundWriter", "BackgroundWriterError"]
+__all__ = ["PIPE_BYTES", "BackgroundWriter", "BackgroundWriterError"]
 
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<Q")
-_PIPE_BYTES = 1 << 20  # room for a few dozen runs, so the program rarely waits on the child
+PIPE_BYTES = 1 << 20  # room for a few dozen runs, so the program rarely waits on the child
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
@@ -70,7 +70,7 @@ class _Inbox:
         self.ended = False
         # Read into one buffer made once: ``os.read(fd, n)`` allocates n bytes on every call, which for a pipe-sized n
         # costs more than the message it brings.
-        self._chunk = memoryview(bytearray(_PIPE_BYTES))
+        self._chunk = memoryview(bytearray(PIPE_BYTES))
 
     def next(self, *, wait: bool = True, timeout: float | None = None) -> Any:
         """The next message; None at the end of the stream (then ``ended`` is true), or when none is there yet
@@ -138,7 +138,7 @@ class BackgroundWriter:
             env=env, close_fds=True,
         )  # fmt: skip
         with contextlib.suppress(OSError):
-            fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+            fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
         try:
             _send(self._process.stdin, spec)
             self._answers = _Inbox(self._process.stdout.fileno())

@@ -38,7 +38,7 @@ from dspy_rdf.errors import TraceInputError
 from dspy_rdf.fields import check_keys, kind_of
 from dspy_rdf.live import is_lm15, json_data
 from dspy_rdf.run_json import losses_from_json, redactions_from_json
-from dspy_rdf.sources import SOURCES, Assembly, Read, ReadOptions, dspy33, dspy_history, source_for, trajectory
+from dspy_rdf.sources import SOURCES, Assembly, Read, ReadOptions, dspy33, source_for
 
 __all__ = ["TraceStream", "detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json", "traces_from_json"]
 
@@ -191,9 +191,9 @@ def _read_envelope(value: dict[str, Any], fmt: str, kind: str) -> m.Trace:
         trace.losses = losses_from_json(value.get("losses"), "losses")
         return trace
     check_keys(value, frozenset({ENVELOPE_KEY, "source_format", "redactions", "losses", _CONTENT}), "", "a dspy-rdf trace envelope")
-    if kind == "trajectory":
-        read = dspy_history.messages_from_history if fmt == "dspy_history" else trajectory.messages_from_trajectory
-        trace = m.Trace(source_kind=kind, messages=read(value[_CONTENT]))
+    source = source_for(fmt)
+    if source is not None and kind in source.written_kinds:  # the content is the source's own JSON
+        trace = source.read(value[_CONTENT], kind, ReadOptions())
     else:
         trace = dspy33.trace_from_json(value[_CONTENT])
     if trace.source_kind != kind:
@@ -219,14 +219,6 @@ def trace_to_json(trace: m.Trace) -> Any:
         marks["redactions"] = trace.redactions
     if trace.losses:
         marks["losses"] = trace.losses
-    if kind == "trajectory":
-        if trace.source_format == "dspy_history":
-            content = dspy_history.history_to_json(trace.messages)
-        else:
-            content = trajectory.trajectory_to_json(trace.messages)
-        if not marks and trace.source_format in ("react_trajectory", "dspy_history"):
-            return content
-        return {ENVELOPE_KEY: kind, "source_format": trace.source_format, **marks, _CONTENT: content}
     if kind == "request_response":
         return {
             ENVELOPE_KEY: kind,
@@ -235,11 +227,16 @@ def trace_to_json(trace: m.Trace) -> Any:
             "response": dspy33.response_to_json(trace.response),
             **marks,
         }
-    if trace.source_format == "dspy33" and not marks:
-        return dspy33.trace_to_json(trace)
-    # Canonical (DSPy 3.3) JSON of content read from another shape, in an envelope that keeps where it came from,
-    # so that exporting to-json's output gives the same trace and IRI.
-    return {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: dspy33.trace_to_json(trace), **marks}
+    source = source_for(trace.source_format)
+    if source is not None and kind in source.written_kinds:  # back in the shape it came from
+        content = source.write(trace)
+        if not marks:
+            return content
+    else:
+        # Canonical (DSPy 3.3) JSON of content read from another shape, in an envelope that keeps where it came from,
+        # so that exporting to-json's output gives the same trace and IRI.
+        content = dspy33.trace_to_json(trace)
+    return {ENVELOPE_KEY: kind, "source_format": trace.source_format, _CONTENT: content, **marks}
 
 
 # --- live DSPy objects -------------------------------------------------------------------------------------
@@ -260,7 +257,15 @@ def trace_from_dspy(obj: Any, *, source_format: m.SourceFormat | None = None) ->
     if hasattr(obj, "trajectory") and isinstance(getattr(obj, "trajectory"), dict):
         obj = obj.trajectory  # a ReAct Prediction
     if isinstance(obj, (list, tuple)) and len(obj) == 2 and all(map(is_lm15, obj)):
-        obj = {"request": obj[0], "response": obj[1]}  # an lm15 call kept as (request, response)
+        # an lm15 call kept as (request, response), in either order
+        by_class = {type(item).__name__: item for item in obj}
+        if by_class.keys() == {"Request", "Response"}:
+            obj = {"request": by_class["Request"], "response": by_class["Response"]}
+    if isinstance(obj, (list, tuple)) and len(obj) > 1 and all(_is_lm15_call(item) for item in obj):
+        raise TraceInputError(
+            f"this holds {len(obj)} LM calls (lm15 requests with their responses), and a trace holds one: read each "
+            "(request, response) with trace_from_dspy, or record the program with dspy_rdf.capture.TraceRecorder"
+        )
     if not (isinstance(obj, (dict, list, tuple)) or hasattr(obj, "model_dump") or hasattr(obj, "toDict") or is_lm15(obj)):
         raise TraceInputError(
             f"cannot read a {type(obj).__name__} as a DSPy trace; expected a DSPy 3.3 or 3.4 LM object (history entry, "
@@ -274,6 +279,15 @@ def trace_from_dspy(obj: Any, *, source_format: m.SourceFormat | None = None) ->
     trace = trace_from_json(data, source_format=source_format)
     trace.losses = losses
     return trace
+
+
+def _is_lm15_call(value: Any) -> bool:
+    """Whether ``value`` is one live lm15 LM call: a (request, response) pair, or a ``{"request", "response"}`` dict."""
+    if isinstance(value, (list, tuple)):
+        return len(value) == 2 and all(map(is_lm15, value))
+    if isinstance(value, dict) and value.keys() == {"request", "response"}:
+        return all(map(is_lm15, value.values()))
+    return False
 
 
 def trace_to_dspy(trace: m.Trace) -> Any:

@@ -2,7 +2,11 @@
 registry.
 
 :data:`SOURCES` lists the sources in the order detection asks them: the shapes with marks of their own first, DSPy
-3.3's typed JSON (which has none) last. Adding a source is one module with a ``SOURCE`` and one line here.
+3.3's typed JSON (which has none) last. Adding a source is one module with a ``SOURCE`` and one line here; its
+``format`` is a value of the schema's ``TraceSourceFormat`` enumeration (the vocabulary the shapes check, regenerated
+with ``python -m dspy_rdf.generate``), which the model's ``SourceFormat`` lists too (``tests/test_schema.py`` keeps
+the three in step). Detection, reading, ``--from`` and writing back (``dspy-rdf to-json``) all go through the
+source.
 """
 
 from __future__ import annotations

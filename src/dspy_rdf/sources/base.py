@@ -8,7 +8,10 @@ A source is one family of JSON shapes that DSPy, a provider or a tracing tool wr
 - :meth:`Source.shape`: which object has this value the shape of, for a value the user said is of this family
   (``--from``; ``None`` when it has none of its shapes; never raises);
 - :meth:`Source.read`: the canonical trace of a value of a given kind, or a
-  :class:`~dspy_rdf.errors.TraceInputError` naming the offending field.
+  :class:`~dspy_rdf.errors.TraceInputError` naming the offending field;
+- :meth:`Source.write`: for the kinds in :attr:`Source.written_kinds`, the family's own JSON of a trace it read,
+  which ``read`` gives back equal (``dspy-rdf to-json`` writes a trace back in the shape it came from); a trace of
+  another kind is written as canonical DSPy 3.3 JSON.
 
 Most shapes hold one trace per JSON value. Tracing tools write several (an MLflow search page, an OTLP export of
 many traces), and an OTLP file exporter may spread one trace over several JSON Lines. So a value is read through
@@ -84,6 +87,8 @@ class Source(ABC):
     """The ``source_format`` its traces record."""
     description: str
     """What it reads, in words for error messages (``a DSPy 3.4 lm15 Request, Response, Message or part``)."""
+    written_kinds: frozenset[str] = frozenset()
+    """The kinds :meth:`write` writes in this family's own JSON."""
 
     @abstractmethod
     def detect(self, value: Any) -> m.SourceKind | None:
@@ -96,6 +101,11 @@ class Source(ABC):
     @abstractmethod
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
         """The trace of ``value`` (an object of ``kind``); :class:`~dspy_rdf.errors.TraceInputError` naming the field."""
+
+    def write(self, trace: m.Trace) -> Any:
+        """This family's own JSON of ``trace`` (of a kind in :attr:`written_kinds`), which :meth:`read` reads back to an
+        equal trace."""
+        raise NotImplementedError(f"{self.format} writes no JSON of its own for a {trace.source_kind}")
 
     def assembly(self, options: ReadOptions) -> Assembly:
         """A reader of one input's values, in order (see the module docstring); by default each value is one trace."""

@@ -31,7 +31,7 @@ from dspy_rdf.fields import (
     kind_of,
 )
 
-__all__ = ["SOURCE", "detect_kind", "dspy33_types", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
+__all__ = ["ENTRY_DERIVED", "ENTRY_FIELDS", "SOURCE", "detect_kind", "dspy33_types", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 
 _SOURCE_KEYS = ("media_type", "data", "url", "file_id", "path")
 
@@ -134,9 +134,9 @@ _OUTPUT_KEYS = frozenset({"parts", "finish_reason", "truncated", "logprobs", "pr
 _RESPONSE_KEYS = frozenset(
     {"model", "outputs", "usage", "cost", "cache_hit", "response_id", "provider_data", "metadata"}
 )
-_ENTRY_FIELDS = frozenset({"request", "response", "timestamp", "uuid", "model_type"})
+ENTRY_FIELDS = frozenset({"request", "response", "timestamp", "uuid", "model_type"})
 # LMHistoryEntry drops these derived keys on input (see its drop_derived_fields validator).
-_ENTRY_DERIVED = frozenset({"outputs", "usage", "cost", "model", "prompt", "messages", "kwargs", "response_model"})
+ENTRY_DERIVED = frozenset({"outputs", "usage", "cost", "model", "prompt", "messages", "kwargs", "response_model"})
 
 
 def message_from_json(value: Any, path: str) -> m.LMMessage:
@@ -312,7 +312,7 @@ def entry_from_json(value: Any, path: str = "") -> m.LMHistoryEntry:
         timestamp=check_datetime(get_str(d, "timestamp", p, required=True), f"{prefix}timestamp"),
         uuid=get_str(d, "uuid", p, required=True),
         model_type=get_str(d, "model_type", p),
-        extra_fields={k: v for k, v in d.items() if k not in _ENTRY_FIELDS and k not in _ENTRY_DERIVED},
+        extra_fields={k: v for k, v in d.items() if k not in ENTRY_FIELDS and k not in ENTRY_DERIVED},
     )
 
 
@@ -577,10 +577,15 @@ class _Dspy33(Source):
         except TraceInputError:
             return None
 
+    written_kinds = frozenset({"lm_history_entry", "lm_history", "lm_request", "lm_response", "lm_message", "lm_part"})
+
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
         if kind == "request_response":
             return m.Trace(source_kind=kind, request=request_from_json(value["request"]), response=response_from_json(value["response"]))
         return trace_from_json(value)
+
+    def write(self, trace: m.Trace) -> Any:
+        return trace_to_json(trace)
 
 
 SOURCE = _Dspy33()

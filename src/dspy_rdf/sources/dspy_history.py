@@ -70,8 +70,8 @@ def _is_history(value: Any) -> bool:
 
 def is_history_json(value: Any) -> bool:
     """Whether ``value`` is one of the JSON shapes of this module (see the module docstring). Never raises."""
-    if _is_history(value):
-        return any(_THOUGHT in e or _is_tool_calls(e.get(_CALLS)) for e in value["messages"]) or not value["messages"]
+    if _is_history(value):  # a ReActV2 trajectory, or the conversation turns of any other program
+        return True
     if isinstance(value, dict) and all(k in value for k in _PREDICTION_KEYS):
         return _is_history(value["history"]) and isinstance(value["termination_reason"], (str, type(None)))
     return _is_tool_calls(value) or _is_results(value)
@@ -257,8 +257,13 @@ class _DspyHistory(Source):
     def shape(self, value: Any) -> m.SourceKind | None:
         return "trajectory" if isinstance(value, dict) else None
 
+    written_kinds = frozenset({"trajectory"})
+
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
         return m.Trace(source_kind="trajectory", source_format=self.format, messages=messages_from_history(value))
+
+    def write(self, trace: m.Trace) -> Any:
+        return history_to_json(trace.messages)
 
 
 SOURCE = _DspyHistory()

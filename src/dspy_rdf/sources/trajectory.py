@@ -131,8 +131,13 @@ class _Trajectory(Source):
     def shape(self, value: Any) -> m.SourceKind | None:
         return "trajectory" if isinstance(value, dict) else None
 
+    written_kinds = frozenset({"trajectory"})
+
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
         return m.Trace(source_kind="trajectory", source_format=self.format, messages=messages_from_trajectory(value))
+
+    def write(self, trace: m.Trace) -> Any:
+        return trajectory_to_json(trace.messages)
 
 
 SOURCE = _Trajectory()

@@ -60,7 +60,7 @@ from dspy_rdf.validation.shapes import STORE_SELECT as STORE_SELECT_IRI
 from dspy_rdf.validation.shapes import load_shapes, subclass_closure
 from dspy_rdf.validation.units import TraceGraphs
 
-__all__ = ["WHOLE_STORE_MAX_TRIPLES", "Check", "CompiledShapes", "compile_shapes", "validate_graphs_fast"]
+__all__ = ["WHOLE_STORE_MAX_TRIPLES", "Check", "CompiledShapes", "compile_shapes", "validate_graphs_fast", "wrap_in_graph"]
 
 G = "?dspyrdf_g"  # the graph variable of every compiled query (a name no hand-written rule uses)
 STORE_SELECT = rdflib.URIRef(STORE_SELECT_IRI)
@@ -461,7 +461,7 @@ def _prefix_declarations(graph: rdflib.Graph, constraint) -> str:
 _TOKEN = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\n]*|[{}]|\S', re.S)
 
 
-def _wrap_in_graph(query: str) -> str:
+def wrap_in_graph(query: str) -> str:
     """``query`` (a SELECT) with its WHERE group wrapped in ``GRAPH ?g``, ``?g`` projected and grouped on, and a
     ``#V# `` marker where a batch's ``VALUES ?g`` goes."""
     depth = 0
@@ -516,7 +516,7 @@ def _sparql_checks(
                 store_text = _STORE_GRAPH_OPEN.sub(lambda m: "#V# " + m.group(0), store_text)
         message = graph.value(constraint, SH.message) or graph.value(shape, SH.message)
         out.append(Check(
-            kind="sparql", shape=name, text=_wrap_in_graph(prefixes + _with_path(str(select), path)), path=path,
+            kind="sparql", shape=name, text=wrap_in_graph(prefixes + _with_path(str(select), path)), path=path,
             severity=_severity(graph, constraint) if graph.value(constraint, SH.severity) is not None else _severity(graph, shape),
             message=str(message) if message is not None else "",
             targets=frozenset(targets), store_text=store_text,
