@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -291,3 +292,30 @@ def test_the_writer_process_does_not_take_the_cpu_from_the_program_when_a_run_wa
         sink.write(runs[0])
         assert sink.flush(timeout=30)
         assert os.sched_getscheduler(sink._writer._process.pid) == os.SCHED_BATCH
+
+
+def test_the_writer_process_makes_its_sink_without_importing_dspy(tmp_path, monkeypatch):
+    # DSPy and LiteLLM take seconds to import (and LiteLLM fetches its price list unless told not to): the program
+    # would wait for that each time it makes a sink. The specs the sinks send their writer process are made there.
+    from dspy_rdf import background
+
+    specs = []
+    made = background.BackgroundWriter.__init__
+
+    def noting(self, spec, **kwargs):
+        specs.append(spec)
+        made(self, spec, **kwargs)
+
+    monkeypatch.setattr(background.BackgroundWriter, "__init__", noting)
+    FileSink(tmp_path / "runs.nq").close()
+    StoreSink(tmp_path / "store").close()
+    (tmp_path / "specs.pickle").write_bytes(pickle.dumps(specs))
+    code = (
+        "import pickle, sys\n"
+        "from dspy_rdf.background import make_sink\n"
+        f"for spec in pickle.loads(open({str(tmp_path / 'specs.pickle')!r}, 'rb').read()):\n"
+        "    make_sink(spec).close()\n"
+        "assert not {'dspy', 'litellm'} & set(sys.modules), sorted(k for k in sys.modules if k.split('.')[0] in ('dspy', 'litellm'))\n"
+    )
+    assert len(specs) == 2
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

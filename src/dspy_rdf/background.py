@@ -4,7 +4,7 @@ Redacting, encoding and writing a run (to N-Quads, JSON Lines or a store) costs 
 several; done in the program's own thread it would cost more than recording the run. A :class:`BackgroundWriter`
 starts ``python -m dspy_rdf.background`` (a plain child process: nothing of the program's ``__main__`` is imported
 again there, unlike ``multiprocessing``), sends it each run as a pickle over a pipe, and the child writes it with an
-ordinary synchronous sink (:class:`~dspy_rdf.capture.FileSink` or :class:`~dspy_rdf.capture.StoreSink` with
+ordinary synchronous sink (:class:`~dspy_rdf.sinks.FileSink` or :class:`~dspy_rdf.sinks.StoreSink` with
 ``background=False``, named by the spec the parent sends first, so that this module imports no sink), in order,
 answering with the runs written ("done") and the reason each other run failed. Runs that arrived while one was being
 written go to a store sink together (one atomic write, one answer); a file sink's runs are confirmed one by one as

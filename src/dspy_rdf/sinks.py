@@ -1,0 +1,231 @@
+"""Where live capture puts finished runs: in memory, appended to a file, or into a trace store.
+
+:class:`MemorySink` keeps runs in a list. :class:`FileSink` (N-Quads or JSON Lines) and :class:`StoreSink` (the
+embedded store or a SPARQL server) hand each run to a process of their own (:mod:`dspy_rdf.background`), which
+redacts, encodes and writes it, so that the program only hands runs over; ``background=False`` writes each run before
+``write`` returns. Nothing here imports DSPy: the writer process makes these sinks without loading DSPy and its
+LM libraries (a second or more of start-up, and LiteLLM's network fetch of its price list).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dspy_rdf import model as m
+from dspy_rdf.errors import DspyRdfError
+from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
+
+if TYPE_CHECKING:
+    from dspy_rdf.store import TraceStore
+
+__all__ = ["FileSink", "MemorySink", "Sink", "StoreSink"]
+
+logger = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Where finished runs go."""
+
+    def write(self, trace: m.Trace) -> None:
+        """Store one finished run."""
+
+
+@dataclass
+class MemorySink:
+    """Keeps finished runs in :attr:`traces` (for notebooks and tests)."""
+
+    traces: list[m.Trace] = field(default_factory=list)
+
+    def write(self, trace: m.Trace) -> None:
+        """Append the run to :attr:`traces`."""
+        self.traces.append(trace)
+
+
+class _Background:
+    """What FileSink and StoreSink share: writing in a process of their own (:mod:`dspy_rdf.background`) unless told
+    not to, with ``on_failure`` (set by the recorder) receiving each run that could not be written."""
+
+    def _start(self, spec: tuple, background: bool) -> None:
+        self.on_failure: Callable[[m.Trace, str], None] | None = None
+        self._writer = None
+        if not background:
+            return
+        try:
+            pickle.dumps(self.redactor)
+        except Exception:  # noqa: BLE001 - a redactor with a callback of its own: written here, where it lives
+            return
+        from dspy_rdf.background import BackgroundWriter, BackgroundWriterError
+
+        try:
+            self._writer = BackgroundWriter(spec, fallback=lambda: self._synchronous(), on_failure=self._failed)
+        except BackgroundWriterError as exc:
+            raise _sink_error(exc) from None
+
+    @property
+    def writes_later(self) -> bool:
+        """Whether runs are written by a process of the sink's own, after ``write`` returns (read them after
+        :meth:`flush`); otherwise each is written before ``write`` returns."""
+        return self._writer is not None and self._writer.in_this_process
+
+    def _synchronous(self) -> Any:
+        raise NotImplementedError
+
+    def _failed(self, trace: m.Trace, reason: str) -> None:
+        if self.on_failure is not None:
+            self.on_failure(trace, reason)
+        else:
+            logger.warning("dspy-rdf: a run could not be written (%s)", reason)
+
+    def write(self, trace: m.Trace) -> None:
+        """Hand one run over to the writer process (or write it now, without one)."""
+        if self._writer is not None:
+            self._writer.submit(trace)
+        else:
+            self._write_now(trace)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        raise NotImplementedError
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every run handed over is written (failures go to the recorder); False on timeout."""
+        return True if self._writer is None else self._writer.flush(timeout)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer process (a second close does nothing)."""
+        if self._writer is not None:
+            self._writer.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _sink_error(exc: Any) -> Exception:
+    """The error the writer process's sink raised, as the same class when it is one of ours or a built-in one."""
+    import builtins
+
+    from dspy_rdf import errors, store
+
+    for module in (store, errors, builtins):
+        kind = getattr(module, exc.kind, None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            return kind(exc.message)
+    return DspyRdfError(exc.message)
+
+
+class FileSink(_Background):
+    """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
+    one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call.
+
+    By default runs are redacted, encoded and written by a process of its own (see :mod:`dspy_rdf.background`), so
+    the program only hands them over: call :meth:`flush` (or :meth:`close`, or use ``with``) before reading the file
+    in the same program; at exit it is done anyway. ``background=False`` writes each run before ``write`` returns.
+    """
+
+    def __init__(
+        self, path: str | Path, *, base: str = DEFAULT_BASE, redactor: Redactor | None = DEFAULT_REDACTOR, background: bool = True
+    ) -> None:
+        self.path = Path(path)
+        self.redactor = redactor
+        suffix = self.path.suffix.lower()
+        if suffix not in (".nq", ".jsonl"):
+            raise ValueError(f"{self.path}: a capture file is appended to, so it must be N-Quads (.nq) or JSON Lines (.jsonl)")
+        self.base = check_base(base)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        options = {"path": str(self.path.resolve()), "base": self.base, "redactor": redactor, "background": False}
+        self._start(("dspy_rdf.sinks:FileSink", options), background)
+
+    def _synchronous(self) -> FileSink:
+        return FileSink(self.path, base=self.base, redactor=self.redactor, background=False)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        """Append one run, its secrets redacted (see :mod:`dspy_rdf.redact`)."""
+        # The redactor walks a trace only when its canonical JSON (which the trace IRI needs anyway) may hold a
+        # secret: walking every run cost more than writing it.
+        if self.path.suffix.lower() == ".nq":
+            from dspy_rdf.writer import trace_lines
+
+            text = "".join(trace_lines(trace, base=self.base, redactor=self.redactor)[1])
+        else:
+            from dspy_rdf.tracejson import trace_to_json
+
+            text = json.dumps(trace_to_json(trace), ensure_ascii=False)
+            if self.redactor is not None and self.redactor.may_hold_secrets(text):
+                redacted = self.redactor(trace)
+                if redacted is not trace:
+                    text = json.dumps(trace_to_json(redacted), ensure_ascii=False)
+            text += "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+class StoreSink(_Background):
+    """Puts each finished run into a trace store as its own named graph: the embedded store in a directory, or a
+    SPARQL 1.1 server for an ``http(s)://`` URL (see :func:`dspy_rdf.store.open_store`), or a store already open.
+
+    Each run is one atomic write (:meth:`~dspy_rdf.store.TraceStore.put`), so analytics and ``dspy-rdf validate
+    --store`` see whole runs only. Given a directory or a URL, the store is opened and written by a process of its
+    own (see :mod:`dspy_rdf.background`; ``background=False`` opens it here and writes each run before ``write``
+    returns; a store given open is written here). The embedded store is locked while the sink holds it open:
+    :meth:`close` it (or use ``with``) before running ``dspy-rdf`` commands on the same directory. A run that cannot
+    be written goes back to the recorder, which keeps it in ``unwritten`` and reports it in ``errors``.
+    """
+
+    def __init__(
+        self,
+        store: TraceStore | str | Path | None = None,
+        *,
+        base: str = DEFAULT_BASE,
+        redactor: Redactor | None = DEFAULT_REDACTOR,
+        background: bool = True,
+    ) -> None:
+        from dspy_rdf.store import TraceStore, default_store_target, open_store
+
+        self.base = check_base(base)
+        self.redactor = redactor
+        self._lock = threading.Lock()
+        given = isinstance(store, TraceStore)
+        target = None if given else str(store) if store else default_store_target()
+        self._target = target
+        self._owned = not given
+        self.store: TraceStore | None = store if given else None
+        options = {"store": target, "base": self.base, "redactor": redactor, "background": False}
+        self._start(("dspy_rdf.sinks:StoreSink", options), background and not given)
+        if self._writer is None and not given:
+            self.store = open_store(target)
+
+    def _synchronous(self) -> StoreSink:
+        return StoreSink(self._target, base=self.base, redactor=self.redactor, background=False)
+
+    def _write_now(self, trace: m.Trace) -> None:
+        """Store one run (its secrets redacted); a run already stored (the same IRI) is left as it is."""
+        with self._lock:
+            report = self.store.put([trace], base=self.base, redactor=self.redactor)
+        if report.failed:
+            iri, why = report.failed[0]
+            raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
+
+    def write_many(self, traces: list[m.Trace]) -> bool:
+        """Store several runs in one atomic write (a store's commit costs nearly the same for one run as for many);
+        False when the store refused any of them, which :meth:`write` then tells apart one by one (those stored are
+        kept as they are). The writer process uses it for the runs that wait together."""
+        with self._lock:
+            report = self.store.put(traces, base=self.base, redactor=self.redactor)
+        return not report.failed
+
+    def close(self) -> None:
+        """Write what is pending, then close the store if this sink opened it (a second close does nothing)."""
+        super().close()
+        if self._owned and self.store is not None:
+            self.store.close()
