@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+
+# Every test and every process it starts stays offline: LiteLLM (imported by DSPy) fetches its price list otherwise.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 DATA = Path(__file__).parent / "data"
 PART_KINDS = ("text", "image", "audio", "video", "document", "binary", "tool_call", "tool_result", "thinking", "citation", "refusal")
