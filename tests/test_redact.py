@@ -9,7 +9,7 @@ import json
 import dspy
 import pytest
 
-from conftest import dspy33_types, load
+from conftest import DATA, dspy33_types, load
 from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
@@ -144,7 +144,7 @@ def test_thinking_signatures_are_not_credentials_and_survive():
 
 
 def test_a_pattern_that_can_match_the_empty_string_is_refused(tmp_path, capsys):
-    for regex in ("a*", "x?", "(?=a)", "\\b", "|k"):
+    for regex in ("a*", "x?", "(?=a)", "\\b", "|k", "(?=s)", "(?=[A-Z])", "(?<=a)", "(?<=\\d)(?=T)", "(?<=\\w)(?=\\W)", "(?=\\{)", "(?=\u00e9)"):
         with pytest.raises(ValueError, match="can match the empty string"):
             Redactor(extra_patterns={"k": regex})
     source = tmp_path / "t.json"
@@ -153,6 +153,24 @@ def test_a_pattern_that_can_match_the_empty_string_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "can match the empty string" in err[0] and "Traceback" not in err[0]
     assert not (tmp_path / "o.nq").exists()
+
+
+def test_the_cli_refuses_a_zero_width_pattern_in_one_line_and_writes_nothing(tmp_path, capsys):
+    source, out = DATA / "history_dicts_dspy3.3.1.json", tmp_path / "cap.nq"
+    assert main(["export", str(source), "-o", str(out), "--redact-pattern", "x=(?=[A-Z])"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "can match the empty string" in err[0] and not out.exists()
+
+
+def test_an_empty_match_never_replaces_anything():
+    # (?=ZQX) matches empty only before "ZQX", which the refusal's sample text does not hold
+    redactor = Redactor(patterns={"early": "(?=ZQX)", "code": r"ZQX\d+"})
+    assert redactor.redact_text("system ZQX at 2026-11-22T20:15:03") == "system ZQX at 2026-11-22T20:15:03"
+    assert redactor.redact_text("id ZQX123.") == f"id {marker('code')}."
+    trace = trace_from_json({**load("part_text.json"), "metadata": {"note": "ZQX here"}})
+    assert redactor(trace) is trace
+    assert redactor.redact_term_text('"ZQX here"') == '"ZQX here"'
+    assert redactor.redact_json({"a": ["ZQX"]}) == {"a": ["ZQX"]}
 
 
 @pytest.mark.parametrize("field", ISSUED_FIELDS)

@@ -22,8 +22,9 @@ by a marker ``[REDACTED:kind]`` that says what was removed, and records ``{kind:
 copy is returned (the same object when nothing matched).
 
 Users add patterns and field names, pass a callable for their own rules, or turn it off (``--no-redact``,
-``redactor=None``). A pattern that can match the empty string is refused: it would write markers between the
-characters of every value.
+``redactor=None``). A pattern that matches the empty string somewhere in a varied sample text (a lookaround alone
+such as ``(?=[A-Z])``, ``x?``, ``a|``) is refused: it would write markers between the characters of values; and an
+empty match of a pattern never replaces anything.
 """
 
 from __future__ import annotations
@@ -142,12 +143,22 @@ def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
     return True
 
 
+# Texts on which a pattern is tried for empty matches: letters of both cases, digits, punctuation, spaces and line
+# breaks, JSON as traces hold it, a timestamp, a URL, and text beyond ASCII. A lookaround alone ("(?=[A-Z])",
+# "(?<=a)"), an optional part ("x?") or an empty alternative ("a|") matches empty somewhere in them.
+_EMPTY_MATCH_PROBES = (
+    "", "a", "0", " ", "-", "ab ab", "a=b&c", "x\ny",
+    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789",
+    " !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\t\r\n",
+    '{"role":"system","content":"Say hi.","n":1,"ok":true,"x":null,"list":[1.5,-2e3]}',
+    "2026-11-22T20:15:03.123456+00:00 https://user@example.com:8080/a/b?c=d&e=f#g",
+    "Caf\u00e9 \u00fc\u00df \u65e5\u672c\u8a9e \u2014 \u201cquoted\u201d \u2026",
+)  # fmt: skip
+
+
 def _matches_empty(regex: re.Pattern[str]) -> bool:
-    """Whether a pattern can match an empty string anywhere in a few probe texts."""
-    for probe in ("", "a", "0", " ", "-", "ab ab", "a=b&c", "x\ny"):
-        if any(match.start() == match.end() for match in regex.finditer(probe)):
-            return True
-    return False
+    """Whether a pattern matches an empty string somewhere in the probe texts."""
+    return any(match.start() == match.end() for probe in _EMPTY_MATCH_PROBES for match in regex.finditer(probe))
 
 
 class Redactor:
@@ -322,6 +333,8 @@ class Redactor:
         if self._combined is not None and self._combined.search(text) is not None:
 
             def replace(match: re.Match[str]) -> str:
+                if match.start() == match.end():  # an empty match holds nothing: a marker there would corrupt the text
+                    return ""
                 kind = match.lastgroup or "secret"
                 counts[kind] += 1
                 return marker(kind)
