@@ -13,7 +13,8 @@ from conftest import DATA, dspy33_types, load
 from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor, is_secret_field, marker
+from dspy_rdf.identity import trace_payload
+from dspy_rdf.redact import DEFAULT_PATTERNS, DEFAULT_REDACTOR, Redactor, is_secret_field, marker
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_dspy, trace_from_json, trace_to_json
 
@@ -30,7 +31,12 @@ SECRETS = {
     "huggingface_token": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
     "json_web_token": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
     "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+    "stripe_webhook_secret": "whsec_" + "Zk3pQ9xW2mN7vB4cR8tY1uH6jL0sD5aE",
+    "slack_token": "xoxb-" + "1234567890-AbCdEfGhIj",
+    "digest_response": "6629fae49393a05397450978507c4ef1",
     "azure_storage_key": "q1Wm2Zx8Ab+c/d9Ef0Gh3Ij4Kl5Mn6Op7Qr8St9Uv==",
+    "azure_shared_access_key": "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=",
+    "azure_shared_access_signature": "sr=sb%3A%2F%2Fns.servicebus.windows.net&sig=U2lnbmF0dXJlVmFsdWU%3D&se=1767225600&skn=Root",
     "basic_credentials": "cnVzZXI6aHVudGVyMi1wYXNzd29yZA==",
     "url_credentials": "ruser:hunter2pw",
     "url_credential_parameter": "AbC123sEcReT",
@@ -39,10 +45,35 @@ SECRETS = {
 CONTEXT = {
     "bearer_token": "Authorization: Bearer {}",
     "azure_storage_key": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={};EndpointSuffix=core.windows.net",
+    "azure_shared_access_key": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={}",
+    "azure_shared_access_signature": "Authorization: SharedAccessSignature {}",
+    "digest_response": 'Authorization: Digest username="u", realm="r", nonce="n", uri="/", response="{}"',
     "basic_credentials": "Authorization: Basic {}",
     "url_credentials": "postgres://{}@db.internal:5432/app",
     "url_credential_parameter": "see https://maps.example.com/api?q=paris&key={}&z=3",
 }
+
+
+# Secrets in the places they appear in (found by the patterns above), and the text that must survive around them.
+SECRETS_IN_CONTEXT = [
+    ("redis://:redispass1234@cache:6379/0", "redispass1234", "@cache:6379/0"),
+    ("postgresql://u:pw4@h/db", "pw4", "@h/db"),
+    (
+        "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=QkJDRGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo0NTY3ODk9",
+        "QkJDRGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo0NTY3ODk9", "SharedAccessKeyName=RootManageSharedAccessKey",
+    ),
+    ("SharedAccessSignature sig=SigFirst0123%2Bx%3D&se=1767225600&skn=Root&sr=sb%3A%2F%2Fns", "SigFirst0123", "SharedAccessSignature"),
+    ("BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=sv=2022-11-02&ss=b&sp=rl&sig=StorSig0123%3D", "StorSig0123", "BlobEndpoint"),
+    ("https://x.example/cb?refresh_token=RefReshTok123&x=1", "RefReshTok123", "&x=1"),
+    ("https://x.example/cb?state=s&id_token=IdTokValue456", "IdTokValue456", "?state=s"),
+    ("https://app.example/callback#access_token=FragAccessTok789&token_type=bearer", "FragAccessTok789", "&token_type=bearer"),
+    ("https://b.s3.amazonaws.com/o?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc0123456789", "abc0123456789", "AWS4-HMAC-SHA256"),
+    ("https://b.s3.amazonaws.com/o?X-Amz-Credential=AKIDEXAMPLE%2F20260101%2Fus-east-1&X-Amz-Date=1", "AKIDEXAMPLE", "&X-Amz-Date=1"),
+    ("https://b.s3.amazonaws.com/o?X-Amz-Security-Token=FQoGZXIvYXdzSessionTok&X-Amz-Expires=60", "FQoGZXIvYXdzSessionTok", "&X-Amz-Expires=60"),
+    ("https://storage.googleapis.com/b/o?X-Goog-Credential=sa%40p.iam&X-Goog-Signature=0a1b2c3d4e5f", "0a1b2c3d4e5f", "storage.googleapis.com"),
+    ("STRIPE_WEBHOOK_SECRET=whsec_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv", "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv", "STRIPE_WEBHOOK_SECRET="),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGPgpPrivBody\n=AbCd\n-----END PGP PRIVATE KEY BLOCK-----\nend", "lQOYBGPgpPrivBody", "end"),
+]  # fmt: skip
 
 
 def keyed_lm() -> dspy.BaseLM:
@@ -97,6 +128,19 @@ def test_each_well_known_secret_is_replaced_by_a_marker_naming_its_kind(kind):
     assert SECRETS[kind] not in json.dumps(trace_to_json(redacted))
     assert marker(kind) in redacted.request.metadata["note"] and redacted.redactions == {kind: 1}
     assert DEFAULT_REDACTOR.redact_text(text) == redacted.request.metadata["note"]
+
+
+def test_every_default_pattern_has_an_example_secret():
+    assert set(SECRETS) == set(DEFAULT_PATTERNS)
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), SECRETS_IN_CONTEXT)
+def test_secrets_in_urls_connection_strings_and_key_blocks_are_redacted_and_the_pre_check_sees_them(text, secret, kept):
+    trace = trace_from_json({**load("part_text.json"), "metadata": {"note": text}})
+    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace))
+    note = Redactor()(trace).request.metadata["note"]
+    assert secret not in note and "[REDACTED:" in note and kept in note
+    assert DEFAULT_REDACTOR.redact_text(text) == note
 
 
 @pytest.mark.parametrize("parameter", ["key", "api_key", "API-KEY", "sig", "signature", "access_token", "client_secret"])

@@ -6,9 +6,12 @@ it in ``kwargs``). Before a trace is written (to a file, a store, or by the capt
 an error message shows a value, a :class:`Redactor` replaces:
 
 - every match of a well-known secret pattern in any text (:data:`DEFAULT_PATTERNS`): the key formats of OpenAI,
-  Anthropic, Google, AWS, Azure storage, GitHub, Slack, Hugging Face, Stripe and Groq, JSON Web Tokens, PEM private
-  key blocks, ``Bearer`` tokens and ``Basic`` credentials, the user and password of a URL
-  (``https://user:pass@host``), and credential parameters of a URL (``?key=``, ``?api_key=``, ``?sig=``, ...);
+  Anthropic, Google, AWS, GitHub, Slack, Hugging Face, Stripe (keys and webhook secrets) and Groq, the keys and
+  shared access signatures of Azure connection strings (``AccountKey=``, ``SharedAccessKey=``,
+  ``SharedAccessSignature``), JSON Web Tokens, PEM and PGP private key blocks, ``Bearer`` tokens and ``Basic``
+  credentials, the user and password of a URL (``https://user:pass@host``, ``redis://:pass@host``), and credential
+  parameters of a URL's query or fragment (``?key=``, ``?api_key=``, ``?sig=``, ``?refresh_token=``, ``?id_token=``,
+  ``X-Amz-Signature=``, ``X-Amz-Credential=``, ``X-Amz-Security-Token=``, ``#access_token=``, ...);
 - the value of every JSON field whose name says it is a secret (:func:`is_secret_field`: names are compared in
   lower case without ``-``, ``_``, ``.`` or spaces, and a name that *contains* ``apikey``, ``password``, ``passwd``,
   ``passphrase``, ``secret``, ``token``, ``credential``, ``privatekey``, ``accesskey``, ``authorization``,
@@ -40,26 +43,39 @@ from dspy_rdf import model as m
 
 __all__ = ["ALLOWED_FIELDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "Redactor", "is_secret_field", "marker"]
 
-_URL_PARAMETERS = ("key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret", "code")
+_URL_PARAMETERS = (
+    "key", "api_key", "apikey", "api-key", "access_token", "refresh_token", "id_token", "token", "sig", "signature",
+    "password", "secret", "client_secret", "code",
+    # presigned URLs of AWS S3 (signature version 4) and Google Cloud Storage
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature", "x-goog-credential",
+)  # fmt: skip
 DEFAULT_PATTERNS: dict[str, str] = {
     # Order matters where patterns overlap: Anthropic keys also start with "sk-"; Stripe's with "sk_".
     "anthropic_api_key": r"sk-ant-[A-Za-z0-9_\-]{20,}",
     "openai_api_key": r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
     "stripe_key": r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    "stripe_webhook_secret": r"\bwhsec_[A-Za-z0-9+/]{20,}={0,2}",
     "groq_api_key": r"\bgsk_[A-Za-z0-9]{20,}",
     "huggingface_token": r"\bhf_[A-Za-z0-9]{30,}",
     "google_api_key": r"AIza[0-9A-Za-z_\-]{35}",
     "aws_access_key_id": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     "azure_storage_key": r"(?<=AccountKey=)[A-Za-z0-9+/]{20,}={0,2}",
+    # Service Bus and Event Hubs connection strings, and shared access signatures (a connection string's
+    # SharedAccessSignature=sv=...&sig=..., or a token SharedAccessSignature sr=...&sig=...&se=...&skn=...)
+    "azure_shared_access_key": r"(?<=SharedAccessKey=)[A-Za-z0-9+/]{20,}={0,2}",
+    "azure_shared_access_signature": r"(?<=SharedAccessSignature[= ])s[a-z]{1,4}=[^;\s\"'<>]+",
     "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
     "slack_token": r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
     "json_web_token": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
     "bearer_token": r"(?<=[Bb]earer )[A-Za-z0-9\-._~+/]{16,}=*|(?<=BEARER )[A-Za-z0-9\-._~+/]{16,}=*",
     "basic_credentials": r"(?<=[Bb]asic )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])|(?<=BASIC )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])",
     "digest_response": r'(?<=response=")[0-9a-fA-F]{32,}',
-    "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+(?=@)",
-    "url_credential_parameter": "(?i:" + "|".join(f"(?<=[?&]{re.escape(name)}=)" for name in _URL_PARAMETERS) + ")[^&#\\s\"'<>]+",
+    # the user may be empty (redis://:password@host)
+    "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+(?=@)",
+    # in the query or the fragment (an OAuth implicit grant returns #access_token=...); the leading (?<==) lets the
+    # engine drop every position that does not follow a "=" before it tries the names
+    "url_credential_parameter": "(?<==)(?i:" + "|".join(f"(?<=[?&#]{re.escape(name)}=)" for name in _URL_PARAMETERS) + ")[^&#\\s\"'<>]+",
 }
 """Kind of secret -> regular expression, applied to every string of a trace and to every message shown."""
 
@@ -92,6 +108,7 @@ _DEFAULT_MARKERS: dict[str, tuple[str, ...]] = {
     "anthropic_api_key": ("sk-",),
     "openai_api_key": ("sk-",),
     "stripe_key": ("_live_", "_test_"),
+    "stripe_webhook_secret": ("whsec_",),
     "groq_api_key": ("gsk_",),
     "huggingface_token": ("hf_",),
     "google_api_key": ("AIza",),
@@ -108,8 +125,10 @@ _DEFAULT_MARKERS: dict[str, tuple[str, ...]] = {
 _NARROW: dict[str, tuple[str, re.Pattern[str]]] = {
     "github_token": ("gh", re.compile(r"gh[pousr]_|github_pat_")),
     "azure_storage_key": ("AccountKey=", re.compile(r"AccountKey=[A-Za-z0-9+/]{20,}")),
-    "url_credentials": ("://", re.compile(r"://[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+@")),
-    "url_credential_parameter": ("=", re.compile("[?&](?i:" + "|".join(re.escape(n) for n in _URL_PARAMETERS) + ")=[^&#\\s\"'<>]")),
+    "azure_shared_access_key": ("SharedAccessKey=", re.compile(r"SharedAccessKey=[A-Za-z0-9+/]{20,}")),
+    "azure_shared_access_signature": ("SharedAccessSignature", re.compile(r"SharedAccessSignature[= ]s[a-z]{1,4}=")),
+    "url_credentials": ("://", re.compile(r"://[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+@")),
+    "url_credential_parameter": ("=", re.compile("[?&#](?=[A-Za-z])(?i:" + "|".join(re.escape(n) for n in _URL_PARAMETERS) + ")=[^&#\\s\"'<>]")),
 }
 
 
