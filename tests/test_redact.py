@@ -5,6 +5,7 @@ credential-bearing value a trace may carry, and the pre-check that lets most tra
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dspy
 import pytest
@@ -14,7 +15,7 @@ from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.identity import trace_payload
-from dspy_rdf.redact import DEFAULT_PATTERNS, DEFAULT_REDACTOR, Redactor, is_secret_field, marker
+from dspy_rdf.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_dspy, trace_from_json, trace_to_json
 
@@ -154,10 +155,18 @@ ISSUED_FIELDS = [
     "api_key", "API-Key", "Authorization", "x-api-key", "password", "aws_secret_access_key", "anthropic_api_key",
     "db_password", "api_token", "credentials", "connection_string", "sas_token", "passphrase", "pwd", "ApiKey",
     "X-Goog-Api-Key", "private_key", "client_secret", "refresh_token", "access_tokens", "Cookie", "auth", "sig",
+    "ocp-apim-subscription-key", "Ocp-Apim-Subscription-Key", "stripe_key", "signing_key", "signingKey", "SIGNING_KEY",
+    "encryption_key", "encryption_keys", "openai_key", "x-functions-key", "master_key", "bearer", "dsn", "sentry_dsn",
+    "DATABASE_DSN", "private_key_id", "signing_key_2", "encryptionKey2", "secondary_key",
 ]  # fmt: skip
 HARMLESS_FIELDS = [
     "max_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens", "max_completion_tokens", "token",
     "top_logprobs", "tokenizer", "token_count", "signature", "thinking_signature", "author", "keyword", "monkey",
+    "key", "keys", "primary_key", "foreign_key", "cache_key", "prompt_cache_key", "sort_key", "sortKey",
+    "idempotency_key", "Idempotency-Key", "partition_key", "input_keys", "public_key", "hotkey", "turkey",
+    "password_min_length", "passwordMinLength", "password_max_length", "api_key_name", "secret_name",
+    "credential_type", "password_policy", "password_required", "secretEnabled", "token_limit", "bearer_format",
+    "password_hint", "password_field", "budget_tokens", "sort_key_2", "s3Bucket", "key1",
 ]  # fmt: skip
 
 
@@ -169,6 +178,51 @@ def test_secret_field_names_are_recognised_by_what_they_say(field):
 @pytest.mark.parametrize("field", HARMLESS_FIELDS)
 def test_harmless_field_names_are_kept(field):
     assert not is_secret_field(field)
+
+
+def test_the_readme_lists_every_word_that_keeps_a_field():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    secrets = readme[readme.index("## Secrets"):readme.index("## Analytics")]
+    assert [word for word in sorted(DATA_KEY_WORDS | DESCRIBING_WORDS) if f"`{word}`" not in secrets] == []
+
+
+def test_a_policy_about_a_secret_and_yes_or_no_values_are_kept():
+    settings = {"password_min_length": 8, "passwordRequired": True, "has_api_key": False, "api_key": "k-123456"}
+    assert DEFAULT_REDACTOR.redact_json(settings) == {**settings, "api_key": marker("secret_field")}
+
+
+def test_a_tool_schema_describing_a_secret_is_kept_but_for_the_values_it_gives():
+    value = load("request_all_parts.json")
+    schema = value["tools"][0]["parameters"]
+    schema["properties"]["api_key"] = {"type": "string", "description": "the caller's key", "default": "dflt-s3cret"}
+    schema["properties"]["account"] = {"$ref": "#/$defs/Account"}
+    schema["$defs"] = {"Account": {"type": "object", "properties": {"password": {"type": "string", "minLength": 8}}}}
+    schema["required"] = ["query", "api_key"]
+    trace = trace_from_json(value)
+    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace))
+    redacted = Redactor()(trace)
+    kept = redacted.request.tools[0].parameters
+    assert kept["properties"]["api_key"] == {"type": "string", "description": "the caller's key", "default": marker("secret_field")}
+    assert kept["properties"]["account"] == {"$ref": "#/$defs/Account"} and kept["$defs"] == schema["$defs"]
+    assert kept["required"] == ["query", "api_key"] and redacted.redactions == {"secret_field": 1}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"user": "u", "password": "p"},
+        {"type": "service_account", "project_id": "demo", "private_key": "k", "client_email": "bot@demo.iam"},
+        {"type": "bearer", "value": "v"},
+        {"items": ["first-secret", "second-secret"]},
+        {"type": [{"first": "secret"}], "default": "second-secret"},
+        {"type": {"first": "secret"}},
+        ["first-secret"],
+        "plain-secret",
+    ],
+)
+def test_a_value_under_a_secret_name_that_is_not_a_schema_is_replaced_whole(value):
+    redacted = marker("secret_field")
+    assert DEFAULT_REDACTOR.redact_json({"credentials": value, "api_key": value}) == {"credentials": redacted, "api_key": redacted}
 
 
 def test_a_google_service_account_json_loses_its_key_and_keeps_the_rest():
@@ -222,6 +276,7 @@ def test_secret_fields_are_redacted_in_json_slots_at_any_depth(field):
     value = load("part_tool_call.json")
     value["messages"][0]["parts"][0]["provider_data"] = {"headers": [{field: "hunter2-value"}]}
     value["messages"][0]["parts"][0]["args"] = {"login": {field: "another-value", "max_tokens": 5}}
+    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace_from_json(value)))
     redacted = Redactor()(trace_from_json(value))
     text = json.dumps(trace_to_json(redacted))
     assert "hunter2-value" not in text and "another-value" not in text and '"max_tokens": 5' in text
@@ -254,6 +309,23 @@ def test_redaction_survives_to_json_and_back(tmp_path, leaky_history):
     assert OPENAI_KEY not in back.read_text(encoding="utf-8")
     assert main(["export", str(back), "-o", str(second)]) == 0
     assert sorted(first.read_text().splitlines()) == sorted(second.read_text().splitlines())
+
+
+def test_cli_export_of_a_history_dict_keeps_no_secret_of_its_kwargs_or_messages(tmp_path):
+    entries = load("history_dicts_dspy3.3.1.json")[:1]
+    fields = {
+        "ocp-apim-subscription-key": "apim-1f2e3d", "stripe_key": "stripe-4c5b6a", "signing_key": "sign-7d8e9f",
+        "encryption_key": "enc-0a1b2c", "bearer": "bearer-3d4e5f", "dsn": "postgresql://u:dsnpw@h/db", "password_min_length": 8,
+    }  # fmt: skip
+    entries[0]["kwargs"] = {**fields, "note": "\n".join(text for text, _, _ in SECRETS_IN_CONTEXT)}
+    entries[0]["messages"] = [*entries[0]["messages"], {"role": "user", "content": " ".join(text for text, _, _ in SECRETS_IN_CONTEXT)}]
+    source = tmp_path / "history.json"
+    source.write_text(json.dumps(entries), encoding="utf-8")
+    assert main(["export", str(source), "-o", str(tmp_path / "out.nq")]) == 0
+    written = (tmp_path / "out.nq").read_text(encoding="utf-8")
+    leaked = [secret for _, secret, _ in SECRETS_IN_CONTEXT if secret in written]
+    leaked += [value for name, value in fields.items() if name != "password_min_length" and value in written]
+    assert leaked == [] and 'password_min_length\\":8' in written
 
 
 def test_cli_redacts_into_files_and_stores_unless_told_not_to(tmp_path, leaky_history):

@@ -12,13 +12,22 @@ an error message shows a value, a :class:`Redactor` replaces:
   credentials, the user and password of a URL (``https://user:pass@host``, ``redis://:pass@host``), and credential
   parameters of a URL's query or fragment (``?key=``, ``?api_key=``, ``?sig=``, ``?refresh_token=``, ``?id_token=``,
   ``X-Amz-Signature=``, ``X-Amz-Credential=``, ``X-Amz-Security-Token=``, ``#access_token=``, ...);
-- the value of every JSON field whose name says it is a secret (:func:`is_secret_field`: names are compared in
+- the value of every JSON field whose name says it is a secret (:func:`is_secret_field`): names are compared in
   lower case without ``-``, ``_``, ``.`` or spaces, and a name that *contains* ``apikey``, ``password``, ``passwd``,
   ``passphrase``, ``secret``, ``token``, ``credential``, ``privatekey``, ``accesskey``, ``authorization``,
-  ``cookie`` or ``connectionstring`` is one, and so are ``pwd``, ``auth``, ``sig`` and ``sas``; the
-  allow-list :data:`ALLOWED_FIELDS` keeps token counts such as ``max_tokens`` and ``total_tokens``, and the
-  ``token`` of a logprobs entry), anywhere in JSON-valued slots (``extensions``, ``provider_data``, ``metadata``,
-  ``extra_fields``, tool ``args``, ...);
+  ``cookie`` or ``connectionstring`` is one, and so are ``pwd``, ``auth``, ``sig``, ``sas`` and ``bearer``, a name
+  whose last word is ``dsn`` (``sentry_dsn``), and a name whose last word is ``key`` or ``keys`` after a word that
+  does not say it is a data key (``stripe_key``, ``signingKey``, ``ocp-apim-subscription-key``; not ``primary_key``,
+  ``cache_key``, ``idempotency_key``: :data:`DATA_KEY_WORDS`). Not secrets: a name whose last word says it
+  describes a secret (``password_min_length``, ``api_key_name``, ``credential_type``: :data:`DESCRIBING_WORDS`),
+  the token counts of the allow-list :data:`ALLOWED_FIELDS` (``max_tokens``, ``total_tokens``, the ``token`` of a
+  logprobs entry), and a ``true`` or ``false`` value (a yes or no holds no secret). Words are split at ``-``,
+  ``_``, ``.``, spaces, camelCase humps and before digits, a trailing number dropped. Fields are redacted anywhere
+  in JSON-valued slots (``extensions``, ``provider_data``, ``metadata``, ``extra_fields``, tool ``args``, ...). A
+  JSON Schema under a secret's name (a tool's ``parameters`` with a property ``api_key``: every key a schema
+  keyword, and a ``type`` naming a JSON type, a ``$ref``, ``anyOf``, ``oneOf``, ``allOf`` or ``properties``)
+  describes the secret: it is kept, but for the values it gives (``default``, ``const``, ``enum``, ``examples``,
+  ``example``), which are redacted; anything else under a secret's name (a credentials object) is replaced whole;
 
 by a marker ``[REDACTED:kind]`` that says what was removed, and records ``{kind: count}`` in the trace's
 ``redactions`` slot, so the graph says that redaction happened. The trace given is never modified: a redacted
@@ -41,7 +50,10 @@ from typing import Any
 
 from dspy_rdf import model as m
 
-__all__ = ["ALLOWED_FIELDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "Redactor", "is_secret_field", "marker"]
+__all__ = [
+    "ALLOWED_FIELDS", "DATA_KEY_WORDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DESCRIBING_WORDS",
+    "Redactor", "is_secret_field", "marker",
+]  # fmt: skip
 
 _URL_PARAMETERS = (
     "key", "api_key", "apikey", "api-key", "access_token", "refresh_token", "id_token", "token", "sig", "signature",
@@ -85,10 +97,13 @@ _SECRET_WORDS = (
 )  # fmt: skip
 # Not "signature": the signature of a thinking block (Anthropic, Gemini) is not a credential, and a provider needs it
 # back to continue the conversation; a signature in a URL (``?signature=``, ``?sig=``) is redacted as a parameter.
-_SECRET_NAMES = frozenset({"pwd", "auth", "sig", "sas", "sastoken"})
-DEFAULT_FIELDS: frozenset[str] = frozenset(_SECRET_WORDS) | _SECRET_NAMES
-"""The words that make a JSON field name a secret (contained in the normalized name) and the names that are one
-whole (``pwd``, ``auth``, ``sig``, ``sas``); see :func:`is_secret_field`."""
+_SECRET_NAMES = frozenset({"pwd", "auth", "sig", "sas", "sastoken", "bearer"})
+# A DSN carries credentials (postgresql://user:password@host/db, a Sentry DSN's key): "dsn", "sentry_dsn".
+_SECRET_LAST_WORDS = frozenset({"dsn"})
+DEFAULT_FIELDS: frozenset[str] = frozenset(_SECRET_WORDS) | _SECRET_NAMES | _SECRET_LAST_WORDS
+"""The words that make a JSON field name a secret (contained in the normalized name), the names that are one whole
+(``pwd``, ``auth``, ``sig``, ``sas``, ``bearer``) and the last words that make one (``dsn``); see
+:func:`is_secret_field`."""
 
 ALLOWED_FIELDS: frozenset[str] = frozenset({"token", "tokens", "toplogprobs"})
 """Normalized field names that contain a secret word and are not secrets: a logprobs entry's ``token``. Beyond these,
@@ -96,10 +111,56 @@ ALLOWED_FIELDS: frozenset[str] = frozenset({"token", "tokens", "toplogprobs"})
 precedes it names a credential (``api_tokens``, ``access_tokens``), and ``token`` followed by ``count``, ``usage``,
 ``limit``, ``type``, ``id`` or ``izer`` is not a secret either; a name with any other secret word is one."""
 
+DESCRIBING_WORDS: frozenset[str] = frozenset({
+    "length", "lengths", "len", "count", "counts", "limit", "limits", "min", "max", "minimum", "maximum", "policy",
+    "policies", "rule", "rules", "required", "enabled", "disabled", "type", "types", "format", "formats", "hint",
+    "hints", "field", "fields", "name", "names", "ttl", "expiry", "lifetime",
+})  # fmt: skip
+"""Last words of a field name that say the field describes a secret rather than holds one: ``password_min_length``,
+``api_key_name``, ``credential_type``, ``secretRequired``. Such a field is not a secret (words are split at ``-``,
+``_``, ``.``, spaces, camelCase humps and before digits, and a trailing number is dropped)."""
+
+DATA_KEY_WORDS: frozenset[str] = frozenset({
+    # keys of databases, stores and data structures
+    "primary", "foreign", "unique", "composite", "compound", "natural", "surrogate", "candidate", "sort", "partition",
+    "shard", "cluster", "clustering", "range", "hash", "row", "column", "index", "lookup", "join", "table",
+    "document", "object", "bucket", "record", "item", "entity", "node", "dict", "map", "group", "cursor", "page",
+    "order", "sequence",
+    # caches, idempotency and messaging
+    "cache", "idempotency", "dedup", "dedupe", "deduplication", "routing", "message", "event", "queue", "topic",
+    "stream", "lock",
+    # names of entries in a program's data (a DSPy example's input_keys, an output_key, a prompt_cache_key)
+    "input", "output", "answer", "label", "field", "example", "prompt", "template", "metric", "module", "tool",
+    "trace", "run", "span", "request", "response", "result", "config", "setting", "settings", "metadata",
+    "attribute", "property", "translation", "locale", "version", "schema", "type", "kind", "name", "parent", "child",
+    "state",
+    # public by design, and the keys of a keyboard
+    "public", "publishable", "hot", "shortcut", "modifier",
+})  # fmt: skip
+"""Words that, just before a last word ``key`` or ``keys``, say the key is not a credential: ``primary_key``,
+``cache_key``, ``sort_key``, ``idempotency_key``, ``partition_key``, ``input_keys``, ``public_key``. Any other word
+there makes the field a secret (``stripe_key``, ``signingKey``, ``encryption_key``, ``ocp-apim-subscription-key``,
+``openai_key``: vendors and purposes of credentials are an open set); ``key`` and ``keys`` alone are not secrets (a
+key-value entry's ``key``, a prompt cache ``key``), nor is a word merely ending in ``key`` (``monkey``, ``hotkey``)."""
+
 _CREDENTIAL_TOKENS = ("access", "refresh", "id", "session", "bearer", "auth", "api", "oauth", "csrf", "personalaccess", "service")
 _FIELD_KIND = "secret_field"
 _RDF_JSON_SUFFIX = "^^<http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON>"
 _SEPARATORS = str.maketrans("", "", "-_. ")
+_WORD_SEPARATOR = re.compile(r"[-_. ]+")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])")
+_JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+_SCHEMA_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples", "example"})
+_SCHEMA_KEYWORDS = _SCHEMA_VALUE_KEYWORDS | frozenset({
+    "$schema", "$id", "$ref", "$defs", "$comment", "$anchor", "$dynamicRef", "$dynamicAnchor", "definitions",
+    "type", "title", "description", "deprecated", "readOnly", "writeOnly", "nullable", "format", "pattern",
+    "minLength", "maxLength", "contentEncoding", "contentMediaType", "contentSchema", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "items", "prefixItems", "additionalItems", "contains",
+    "minContains", "maxContains", "minItems", "maxItems", "uniqueItems", "unevaluatedItems", "properties",
+    "patternProperties", "additionalProperties", "propertyNames", "required", "minProperties", "maxProperties",
+    "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not",
+    "if", "then", "else", "discriminator", "strict",
+})  # fmt: skip
 _JSON_KEY = re.compile(r'"([^"\\]{1,80})":')
 # Literal text that at least one match of each default pattern contains (secrets are ASCII, so canonical JSON holds
 # them as they are), tested with `in` (a C-level search); the patterns that need context are gated by a character
@@ -141,6 +202,15 @@ def _normalized(name: str) -> str:
     return name.lower().translate(_SEPARATORS)
 
 
+def _words(name: str) -> list[str]:
+    """The words of a field name in lower case, without a trailing number: ``"ocp-apim-subscription-key"``,
+    ``"signingKey"``, ``"APIKey"`` and ``"encryption_key_2"`` are split at separators, camelCase humps and digits."""
+    words = [word for word in _WORD_SEPARATOR.split(_CAMEL_HUMP.sub(" ", name).lower()) if word]
+    while len(words) > 1 and words[-1].isdigit():
+        words.pop()
+    return words
+
+
 @lru_cache(maxsize=4096)
 def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
     """Whether a JSON field of this name holds a secret (see the module docstring); ``extra`` are more normalized
@@ -148,10 +218,17 @@ def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
     n = _normalized(name)
     if n in extra or n in _SECRET_NAMES:
         return True
-    words = [w for w in _SECRET_WORDS if w in n]
-    if not words:
+    words = _words(name)
+    if len(words) > 1 and words[-1] in DESCRIBING_WORDS:  # password_min_length: about a secret, not one
         return False
-    if words == ["token"]:
+    if words and words[-1] in _SECRET_LAST_WORDS:
+        return True
+    if len(words) > 1 and words[-1] in ("key", "keys") and words[-2] not in DATA_KEY_WORDS:
+        return True
+    secret_words = [w for w in _SECRET_WORDS if w in n]
+    if not secret_words:
+        return False
+    if secret_words == ["token"]:
         if n in ALLOWED_FIELDS:
             return False
         at = n.find("token")
@@ -160,6 +237,18 @@ def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
             return before.endswith(_CREDENTIAL_TOKENS)
         return not after.startswith(("count", "usage", "limit", "type", "id", "izer", "logprob"))
     return True
+
+
+def _is_json_schema(value: dict) -> bool:
+    """Whether a dict is a JSON Schema: every key a JSON Schema keyword, and a ``type`` naming a JSON type (or a
+    reference or combination of schemas, or properties)."""
+    if not all(key in _SCHEMA_KEYWORDS for key in value):
+        return False
+    kind = value.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kinds and all(isinstance(k, str) and k in _JSON_TYPES for k in kinds):
+        return True
+    return any(key in value for key in ("$ref", "anyOf", "oneOf", "allOf", "properties"))
 
 
 # Texts on which a pattern is tried for empty matches: letters of both cases, digits, punctuation, spaces and line
@@ -315,13 +404,17 @@ class Redactor:
         if not isinstance(root, (dict, list)):
             return self._text(root, counts) if isinstance(root, str) else root
 
-        def frame(node: dict | list) -> list:  # [node, items, next index, new items, changed]
-            return [node, list(node.items()) if isinstance(node, dict) else list(enumerate(node)), 0, [], False]
+        # A frame is [node, items, next index, new items, changed, inside the JSON Schema of a secret]. A JSON Schema
+        # under a secret's name (a tool's parameters with a property "api_key") describes a secret and is walked,
+        # its values that could be one (a default, examples) redacted; anything else under such a name is replaced.
+        def frame(node: dict | list, in_secret_schema: bool) -> list:
+            items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+            return [node, items, 0, [], False, in_secret_schema]
 
-        stack = [frame(root)]
+        stack = [frame(root, False)]
         while True:
             top = stack[-1]
-            node, items, index, out, changed = top
+            node, items, index, out, changed, in_secret_schema = top
             if index == len(items):
                 built = node if not changed else dict(out) if isinstance(node, dict) else [item for _, item in out]
                 stack.pop()
@@ -334,12 +427,20 @@ class Redactor:
                 parent[2] += 1
                 continue
             key, item = items[index]
-            if isinstance(node, dict) and isinstance(key, str) and item not in (None, "") and self.is_secret_field(key):
+            if isinstance(node, dict) and isinstance(key, str) and item not in (None, "") and not isinstance(item, bool):
+                schema_value = in_secret_schema and key in _SCHEMA_VALUE_KEYWORDS
+                secret = schema_value or self.is_secret_field(key)
+            else:
+                schema_value = secret = False
+            if secret and not schema_value and isinstance(item, dict) and _is_json_schema(item):
+                stack.append(frame(item, True))
+                continue
+            if secret:
                 new = marker(_FIELD_KIND)
                 if item != new:
                     counts[_FIELD_KIND] += 1
             elif isinstance(item, (dict, list)):
-                stack.append(frame(item))
+                stack.append(frame(item, in_secret_schema))
                 continue
             else:
                 new = self._text(item, counts) if isinstance(item, str) else item
