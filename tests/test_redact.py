@@ -271,6 +271,18 @@ def test_an_empty_match_never_replaces_anything():
     assert redactor.redact_json({"a": ["ZQX"]}) == {"a": ["ZQX"]}
 
 
+def test_a_users_pattern_leaves_the_kind_of_a_trace_and_its_times_alone(tmp_path):
+    entries = load("history_dicts_dspy3.3.1.json")
+    entries[0]["messages"][-1]["content"] += " Born 1990-04-01, see the history."
+    source, out = tmp_path / "history.json", tmp_path / "out.nq"
+    source.write_text(json.dumps(entries), encoding="utf-8")
+    patterns = ["--redact-pattern", r"date=\d{4}-\d\d-\d\d", "--redact-pattern", "word=history"]
+    assert main(["export", str(source), "-o", str(out), *patterns]) == 0
+    [(_, trace)] = parse_traces(out.read_bytes(), RdfFormat.N_QUADS)
+    assert trace.source_kind == "lm_history" and [e.timestamp for e in trace.entries] == [e["timestamp"] for e in entries]
+    assert "1990-04-01" not in out.read_text(encoding="utf-8") and trace.redactions["date"] >= 1
+
+
 @pytest.mark.parametrize("field", ISSUED_FIELDS)
 def test_secret_fields_are_redacted_in_json_slots_at_any_depth(field):
     value = load("part_tool_call.json")

@@ -36,7 +36,8 @@ copy is returned (the same object when nothing matched).
 Users add patterns and field names, pass a callable for their own rules, or turn it off (``--no-redact``,
 ``redactor=None``). A pattern that matches the empty string somewhere in a varied sample text (a lookaround alone
 such as ``(?=[A-Z])``, ``x?``, ``a|``) is refused: it would write markers between the characters of values; and an
-empty match of a pattern never replaces anything.
+empty match of a pattern never replaces anything. The values the model itself gives (a trace's kind and source
+format, the times written as ``xsd:dateTime``) are left alone.
 """
 
 from __future__ import annotations
@@ -160,6 +161,12 @@ _SCHEMA_KEYWORDS = _SCHEMA_VALUE_KEYWORDS | frozenset({
     "patternProperties", "additionalProperties", "propertyNames", "required", "minProperties", "maxProperties",
     "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not",
     "if", "then", "else", "discriminator", "strict",
+})  # fmt: skip
+# Values the model itself gives, never a secret, which a user's pattern must not touch: closed vocabularies (a
+# marker in a trace's source_kind makes it unwritable) and times written as xsd:dateTime (a marker in one would
+# write an invalid literal).
+_MODEL_VALUES = frozenset({
+    "redactions", "source_kind", "source_format", "detail", "mode", "pairing", "timestamp", "started_at", "ended_at",
 })  # fmt: skip
 _JSON_KEY = re.compile(r'"([^"\\]{1,80})":')
 # Literal text that at least one match of each default pattern contains (secrets are ASCII, so canonical JSON holds
@@ -385,7 +392,7 @@ class Redactor:
         if dataclasses.is_dataclass(value) and not isinstance(value, (type, m.PartRef)):
             changes = {}
             for f in dataclasses.fields(value):
-                if f.name in ("part_type", "redactions"):
+                if f.name in _MODEL_VALUES:
                     continue
                 old = getattr(value, f.name)
                 if isinstance(old, list) and old and dataclasses.is_dataclass(old[0]):
