@@ -5,15 +5,17 @@ credential-bearing value a trace may carry, and the pre-check that lets most tra
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dspy
 import pytest
 
-from conftest import dspy33_types, load
+from conftest import DATA, dspy33_types, load
 from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor, is_secret_field, marker
+from dspy_rdf.identity import trace_payload
+from dspy_rdf.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_dspy, trace_from_json, trace_to_json
 
@@ -30,7 +32,12 @@ SECRETS = {
     "huggingface_token": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
     "json_web_token": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
     "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+    "stripe_webhook_secret": "whsec_" + "Zk3pQ9xW2mN7vB4cR8tY1uH6jL0sD5aE",
+    "slack_token": "xoxb-" + "1234567890-AbCdEfGhIj",
+    "digest_response": "6629fae49393a05397450978507c4ef1",
     "azure_storage_key": "q1Wm2Zx8Ab+c/d9Ef0Gh3Ij4Kl5Mn6Op7Qr8St9Uv==",
+    "azure_shared_access_key": "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=",
+    "azure_shared_access_signature": "sr=sb%3A%2F%2Fns.servicebus.windows.net&sig=U2lnbmF0dXJlVmFsdWU%3D&se=1767225600&skn=Root",
     "basic_credentials": "cnVzZXI6aHVudGVyMi1wYXNzd29yZA==",
     "url_credentials": "ruser:hunter2pw",
     "url_credential_parameter": "AbC123sEcReT",
@@ -39,10 +46,35 @@ SECRETS = {
 CONTEXT = {
     "bearer_token": "Authorization: Bearer {}",
     "azure_storage_key": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={};EndpointSuffix=core.windows.net",
+    "azure_shared_access_key": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={}",
+    "azure_shared_access_signature": "Authorization: SharedAccessSignature {}",
+    "digest_response": 'Authorization: Digest username="u", realm="r", nonce="n", uri="/", response="{}"',
     "basic_credentials": "Authorization: Basic {}",
     "url_credentials": "postgres://{}@db.internal:5432/app",
     "url_credential_parameter": "see https://maps.example.com/api?q=paris&key={}&z=3",
 }
+
+
+# Secrets in the places they appear in (found by the patterns above), and the text that must survive around them.
+SECRETS_IN_CONTEXT = [
+    ("redis://:redispass1234@cache:6379/0", "redispass1234", "@cache:6379/0"),
+    ("postgresql://u:pw4@h/db", "pw4", "@h/db"),
+    (
+        "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=QkJDRGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo0NTY3ODk9",
+        "QkJDRGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo0NTY3ODk9", "SharedAccessKeyName=RootManageSharedAccessKey",
+    ),
+    ("SharedAccessSignature sig=SigFirst0123%2Bx%3D&se=1767225600&skn=Root&sr=sb%3A%2F%2Fns", "SigFirst0123", "SharedAccessSignature"),
+    ("BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=sv=2022-11-02&ss=b&sp=rl&sig=StorSig0123%3D", "StorSig0123", "BlobEndpoint"),
+    ("https://x.example/cb?refresh_token=RefReshTok123&x=1", "RefReshTok123", "&x=1"),
+    ("https://x.example/cb?state=s&id_token=IdTokValue456", "IdTokValue456", "?state=s"),
+    ("https://app.example/callback#access_token=FragAccessTok789&token_type=bearer", "FragAccessTok789", "&token_type=bearer"),
+    ("https://b.s3.amazonaws.com/o?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc0123456789", "abc0123456789", "AWS4-HMAC-SHA256"),
+    ("https://b.s3.amazonaws.com/o?X-Amz-Credential=AKIDEXAMPLE%2F20260101%2Fus-east-1&X-Amz-Date=1", "AKIDEXAMPLE", "&X-Amz-Date=1"),
+    ("https://b.s3.amazonaws.com/o?X-Amz-Security-Token=FQoGZXIvYXdzSessionTok&X-Amz-Expires=60", "FQoGZXIvYXdzSessionTok", "&X-Amz-Expires=60"),
+    ("https://storage.googleapis.com/b/o?X-Goog-Credential=sa%40p.iam&X-Goog-Signature=0a1b2c3d4e5f", "0a1b2c3d4e5f", "storage.googleapis.com"),
+    ("STRIPE_WEBHOOK_SECRET=whsec_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv", "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv", "STRIPE_WEBHOOK_SECRET="),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGPgpPrivBody\n=AbCd\n-----END PGP PRIVATE KEY BLOCK-----\nend", "lQOYBGPgpPrivBody", "end"),
+]  # fmt: skip
 
 
 def keyed_lm() -> dspy.BaseLM:
@@ -99,6 +131,19 @@ def test_each_well_known_secret_is_replaced_by_a_marker_naming_its_kind(kind):
     assert DEFAULT_REDACTOR.redact_text(text) == redacted.request.metadata["note"]
 
 
+def test_every_default_pattern_has_an_example_secret():
+    assert set(SECRETS) == set(DEFAULT_PATTERNS)
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), SECRETS_IN_CONTEXT)
+def test_secrets_in_urls_connection_strings_and_key_blocks_are_redacted_and_the_pre_check_sees_them(text, secret, kept):
+    trace = trace_from_json({**load("part_text.json"), "metadata": {"note": text}})
+    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace))
+    note = Redactor()(trace).request.metadata["note"]
+    assert secret not in note and "[REDACTED:" in note and kept in note
+    assert DEFAULT_REDACTOR.redact_text(text) == note
+
+
 @pytest.mark.parametrize("parameter", ["key", "api_key", "API-KEY", "sig", "signature", "access_token", "client_secret"])
 def test_credential_parameters_of_urls_are_redacted_and_the_rest_of_the_url_kept(parameter):
     text = f"GET https://x.example/v1?{parameter}=s3cr3tValue&alt=json"
@@ -110,10 +155,18 @@ ISSUED_FIELDS = [
     "api_key", "API-Key", "Authorization", "x-api-key", "password", "aws_secret_access_key", "anthropic_api_key",
     "db_password", "api_token", "credentials", "connection_string", "sas_token", "passphrase", "pwd", "ApiKey",
     "X-Goog-Api-Key", "private_key", "client_secret", "refresh_token", "access_tokens", "Cookie", "auth", "sig",
+    "ocp-apim-subscription-key", "Ocp-Apim-Subscription-Key", "stripe_key", "signing_key", "signingKey", "SIGNING_KEY",
+    "encryption_key", "encryption_keys", "openai_key", "x-functions-key", "master_key", "bearer", "dsn", "sentry_dsn",
+    "DATABASE_DSN", "private_key_id", "signing_key_2", "encryptionKey2", "secondary_key",
 ]  # fmt: skip
 HARMLESS_FIELDS = [
     "max_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens", "max_completion_tokens", "token",
     "top_logprobs", "tokenizer", "token_count", "signature", "thinking_signature", "author", "keyword", "monkey",
+    "key", "keys", "primary_key", "foreign_key", "cache_key", "prompt_cache_key", "sort_key", "sortKey",
+    "idempotency_key", "Idempotency-Key", "partition_key", "input_keys", "public_key", "hotkey", "turkey",
+    "password_min_length", "passwordMinLength", "password_max_length", "api_key_name", "secret_name",
+    "credential_type", "password_policy", "password_required", "secretEnabled", "token_limit", "bearer_format",
+    "password_hint", "password_field", "budget_tokens", "sort_key_2", "s3Bucket", "key1",
 ]  # fmt: skip
 
 
@@ -125,6 +178,51 @@ def test_secret_field_names_are_recognised_by_what_they_say(field):
 @pytest.mark.parametrize("field", HARMLESS_FIELDS)
 def test_harmless_field_names_are_kept(field):
     assert not is_secret_field(field)
+
+
+def test_the_readme_lists_every_word_that_keeps_a_field():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    secrets = readme[readme.index("## Secrets"):readme.index("## Analytics")]
+    assert [word for word in sorted(DATA_KEY_WORDS | DESCRIBING_WORDS) if f"`{word}`" not in secrets] == []
+
+
+def test_a_policy_about_a_secret_and_yes_or_no_values_are_kept():
+    settings = {"password_min_length": 8, "passwordRequired": True, "has_api_key": False, "api_key": "k-123456"}
+    assert DEFAULT_REDACTOR.redact_json(settings) == {**settings, "api_key": marker("secret_field")}
+
+
+def test_a_tool_schema_describing_a_secret_is_kept_but_for_the_values_it_gives():
+    value = load("request_all_parts.json")
+    schema = value["tools"][0]["parameters"]
+    schema["properties"]["api_key"] = {"type": "string", "description": "the caller's key", "default": "dflt-s3cret"}
+    schema["properties"]["account"] = {"$ref": "#/$defs/Account"}
+    schema["$defs"] = {"Account": {"type": "object", "properties": {"password": {"type": "string", "minLength": 8}}}}
+    schema["required"] = ["query", "api_key"]
+    trace = trace_from_json(value)
+    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace))
+    redacted = Redactor()(trace)
+    kept = redacted.request.tools[0].parameters
+    assert kept["properties"]["api_key"] == {"type": "string", "description": "the caller's key", "default": marker("secret_field")}
+    assert kept["properties"]["account"] == {"$ref": "#/$defs/Account"} and kept["$defs"] == schema["$defs"]
+    assert kept["required"] == ["query", "api_key"] and redacted.redactions == {"secret_field": 1}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"user": "u", "password": "p"},
+        {"type": "service_account", "project_id": "demo", "private_key": "k", "client_email": "bot@demo.iam"},
+        {"type": "bearer", "value": "v"},
+        {"items": ["first-secret", "second-secret"]},
+        {"type": [{"first": "secret"}], "default": "second-secret"},
+        {"type": {"first": "secret"}},
+        ["first-secret"],
+        "plain-secret",
+    ],
+)
+def test_a_value_under_a_secret_name_that_is_not_a_schema_is_replaced_whole(value):
+    redacted = marker("secret_field")
+    assert DEFAULT_REDACTOR.redact_json({"credentials": value, "api_key": value}) == {"credentials": redacted, "api_key": redacted}
 
 
 def test_a_google_service_account_json_loses_its_key_and_keeps_the_rest():
@@ -144,7 +242,7 @@ def test_thinking_signatures_are_not_credentials_and_survive():
 
 
 def test_a_pattern_that_can_match_the_empty_string_is_refused(tmp_path, capsys):
-    for regex in ("a*", "x?", "(?=a)", "\\b", "|k"):
+    for regex in ("a*", "x?", "(?=a)", "\\b", "|k", "(?=s)", "(?=[A-Z])", "(?<=a)", "(?<=\\d)(?=T)", "(?<=\\w)(?=\\W)", "(?=\\{)", "(?=\u00e9)"):
         with pytest.raises(ValueError, match="can match the empty string"):
             Redactor(extra_patterns={"k": regex})
     source = tmp_path / "t.json"
@@ -155,11 +253,42 @@ def test_a_pattern_that_can_match_the_empty_string_is_refused(tmp_path, capsys):
     assert not (tmp_path / "o.nq").exists()
 
 
+def test_the_cli_refuses_a_zero_width_pattern_in_one_line_and_writes_nothing(tmp_path, capsys):
+    source, out = DATA / "history_dicts_dspy3.3.1.json", tmp_path / "cap.nq"
+    assert main(["export", str(source), "-o", str(out), "--redact-pattern", "x=(?=[A-Z])"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "can match the empty string" in err[0] and not out.exists()
+
+
+def test_an_empty_match_never_replaces_anything():
+    # (?=ZQX) matches empty only before "ZQX", which the refusal's sample text does not hold
+    redactor = Redactor(patterns={"early": "(?=ZQX)", "code": r"ZQX\d+"})
+    assert redactor.redact_text("system ZQX at 2026-11-22T20:15:03") == "system ZQX at 2026-11-22T20:15:03"
+    assert redactor.redact_text("id ZQX123.") == f"id {marker('code')}."
+    trace = trace_from_json({**load("part_text.json"), "metadata": {"note": "ZQX here"}})
+    assert redactor(trace) is trace
+    assert redactor.redact_term_text('"ZQX here"') == '"ZQX here"'
+    assert redactor.redact_json({"a": ["ZQX"]}) == {"a": ["ZQX"]}
+
+
+def test_a_users_pattern_leaves_the_kind_of_a_trace_and_its_times_alone(tmp_path):
+    entries = load("history_dicts_dspy3.3.1.json")
+    entries[0]["messages"][-1]["content"] += " Born 1990-04-01, see the history."
+    source, out = tmp_path / "history.json", tmp_path / "out.nq"
+    source.write_text(json.dumps(entries), encoding="utf-8")
+    patterns = ["--redact-pattern", r"date=\d{4}-\d\d-\d\d", "--redact-pattern", "word=history"]
+    assert main(["export", str(source), "-o", str(out), *patterns]) == 0
+    [(_, trace)] = parse_traces(out.read_bytes(), RdfFormat.N_QUADS)
+    assert trace.source_kind == "lm_history" and [e.timestamp for e in trace.entries] == [e["timestamp"] for e in entries]
+    assert "1990-04-01" not in out.read_text(encoding="utf-8") and trace.redactions["date"] >= 1
+
+
 @pytest.mark.parametrize("field", ISSUED_FIELDS)
 def test_secret_fields_are_redacted_in_json_slots_at_any_depth(field):
     value = load("part_tool_call.json")
     value["messages"][0]["parts"][0]["provider_data"] = {"headers": [{field: "hunter2-value"}]}
     value["messages"][0]["parts"][0]["args"] = {"login": {field: "another-value", "max_tokens": 5}}
+    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace_from_json(value)))
     redacted = Redactor()(trace_from_json(value))
     text = json.dumps(trace_to_json(redacted))
     assert "hunter2-value" not in text and "another-value" not in text and '"max_tokens": 5' in text
@@ -192,6 +321,23 @@ def test_redaction_survives_to_json_and_back(tmp_path, leaky_history):
     assert OPENAI_KEY not in back.read_text(encoding="utf-8")
     assert main(["export", str(back), "-o", str(second)]) == 0
     assert sorted(first.read_text().splitlines()) == sorted(second.read_text().splitlines())
+
+
+def test_cli_export_of_a_history_dict_keeps_no_secret_of_its_kwargs_or_messages(tmp_path):
+    entries = load("history_dicts_dspy3.3.1.json")[:1]
+    fields = {
+        "ocp-apim-subscription-key": "apim-1f2e3d", "stripe_key": "stripe-4c5b6a", "signing_key": "sign-7d8e9f",
+        "encryption_key": "enc-0a1b2c", "bearer": "bearer-3d4e5f", "dsn": "postgresql://u:dsnpw@h/db", "password_min_length": 8,
+    }  # fmt: skip
+    entries[0]["kwargs"] = {**fields, "note": "\n".join(text for text, _, _ in SECRETS_IN_CONTEXT)}
+    entries[0]["messages"] = [*entries[0]["messages"], {"role": "user", "content": " ".join(text for text, _, _ in SECRETS_IN_CONTEXT)}]
+    source = tmp_path / "history.json"
+    source.write_text(json.dumps(entries), encoding="utf-8")
+    assert main(["export", str(source), "-o", str(tmp_path / "out.nq")]) == 0
+    written = (tmp_path / "out.nq").read_text(encoding="utf-8")
+    leaked = [secret for _, secret, _ in SECRETS_IN_CONTEXT if secret in written]
+    leaked += [value for name, value in fields.items() if name != "password_min_length" and value in written]
+    assert leaked == [] and 'password_min_length\\":8' in written
 
 
 def test_cli_redacts_into_files_and_stores_unless_told_not_to(tmp_path, leaky_history):

@@ -6,24 +6,38 @@ it in ``kwargs``). Before a trace is written (to a file, a store, or by the capt
 an error message shows a value, a :class:`Redactor` replaces:
 
 - every match of a well-known secret pattern in any text (:data:`DEFAULT_PATTERNS`): the key formats of OpenAI,
-  Anthropic, Google, AWS, Azure storage, GitHub, Slack, Hugging Face, Stripe and Groq, JSON Web Tokens, PEM private
-  key blocks, ``Bearer`` tokens and ``Basic`` credentials, the user and password of a URL
-  (``https://user:pass@host``), and credential parameters of a URL (``?key=``, ``?api_key=``, ``?sig=``, ...);
-- the value of every JSON field whose name says it is a secret (:func:`is_secret_field`: names are compared in
+  Anthropic, Google, AWS, GitHub, Slack, Hugging Face, Stripe (keys and webhook secrets) and Groq, the keys and
+  shared access signatures of Azure connection strings (``AccountKey=``, ``SharedAccessKey=``,
+  ``SharedAccessSignature``), JSON Web Tokens, PEM and PGP private key blocks, ``Bearer`` tokens and ``Basic``
+  credentials, the user and password of a URL (``https://user:pass@host``, ``redis://:pass@host``), and credential
+  parameters of a URL's query or fragment (``?key=``, ``?api_key=``, ``?sig=``, ``?refresh_token=``, ``?id_token=``,
+  ``X-Amz-Signature=``, ``X-Amz-Credential=``, ``X-Amz-Security-Token=``, ``#access_token=``, ...);
+- the value of every JSON field whose name says it is a secret (:func:`is_secret_field`): names are compared in
   lower case without ``-``, ``_``, ``.`` or spaces, and a name that *contains* ``apikey``, ``password``, ``passwd``,
   ``passphrase``, ``secret``, ``token``, ``credential``, ``privatekey``, ``accesskey``, ``authorization``,
-  ``cookie`` or ``connectionstring`` is one, and so are ``pwd``, ``auth``, ``sig`` and ``sas``; the
-  allow-list :data:`ALLOWED_FIELDS` keeps token counts such as ``max_tokens`` and ``total_tokens``, and the
-  ``token`` of a logprobs entry), anywhere in JSON-valued slots (``extensions``, ``provider_data``, ``metadata``,
-  ``extra_fields``, tool ``args``, ...);
+  ``cookie`` or ``connectionstring`` is one, and so are ``pwd``, ``auth``, ``sig``, ``sas`` and ``bearer``, a name
+  whose last word is ``dsn`` (``sentry_dsn``), and a name whose last word is ``key`` or ``keys`` after a word that
+  does not say it is a data key (``stripe_key``, ``signingKey``, ``ocp-apim-subscription-key``; not ``primary_key``,
+  ``cache_key``, ``idempotency_key``: :data:`DATA_KEY_WORDS`). Not secrets: a name whose last word says it
+  describes a secret (``password_min_length``, ``api_key_name``, ``credential_type``: :data:`DESCRIBING_WORDS`),
+  the token counts of the allow-list :data:`ALLOWED_FIELDS` (``max_tokens``, ``total_tokens``, the ``token`` of a
+  logprobs entry), and a ``true`` or ``false`` value (a yes or no holds no secret). Words are split at ``-``,
+  ``_``, ``.``, spaces, camelCase humps and before digits, a trailing number dropped. Fields are redacted anywhere
+  in JSON-valued slots (``extensions``, ``provider_data``, ``metadata``, ``extra_fields``, tool ``args``, ...). A
+  JSON Schema under a secret's name (a tool's ``parameters`` with a property ``api_key``: every key a schema
+  keyword, and a ``type`` naming a JSON type, a ``$ref``, ``anyOf``, ``oneOf``, ``allOf`` or ``properties``)
+  describes the secret: it is kept, but for the values it gives (``default``, ``const``, ``enum``, ``examples``,
+  ``example``), which are redacted; anything else under a secret's name (a credentials object) is replaced whole;
 
 by a marker ``[REDACTED:kind]`` that says what was removed, and records ``{kind: count}`` in the trace's
 ``redactions`` slot, so the graph says that redaction happened. The trace given is never modified: a redacted
 copy is returned (the same object when nothing matched).
 
 Users add patterns and field names, pass a callable for their own rules, or turn it off (``--no-redact``,
-``redactor=None``). A pattern that can match the empty string is refused: it would write markers between the
-characters of every value.
+``redactor=None``). A pattern that matches the empty string somewhere in a varied sample text (a lookaround alone
+such as ``(?=[A-Z])``, ``x?``, ``a|``) is refused: it would write markers between the characters of values; and an
+empty match of a pattern never replaces anything. The values the model itself gives (a trace's kind and source
+format, the times written as ``xsd:dateTime``) are left alone.
 """
 
 from __future__ import annotations
@@ -37,28 +51,44 @@ from typing import Any
 
 from dspy_rdf import model as m
 
-__all__ = ["ALLOWED_FIELDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "Redactor", "is_secret_field", "marker"]
+__all__ = [
+    "ALLOWED_FIELDS", "DATA_KEY_WORDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DESCRIBING_WORDS",
+    "Redactor", "is_secret_field", "marker",
+]  # fmt: skip
 
-_URL_PARAMETERS = ("key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret", "code")
+_URL_PARAMETERS = (
+    "key", "api_key", "apikey", "api-key", "access_token", "refresh_token", "id_token", "token", "sig", "signature",
+    "password", "secret", "client_secret", "code",
+    # presigned URLs of AWS S3 (signature version 4) and Google Cloud Storage
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature", "x-goog-credential",
+)  # fmt: skip
 DEFAULT_PATTERNS: dict[str, str] = {
     # Order matters where patterns overlap: Anthropic keys also start with "sk-"; Stripe's with "sk_".
     "anthropic_api_key": r"sk-ant-[A-Za-z0-9_\-]{20,}",
     "openai_api_key": r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
     "stripe_key": r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    "stripe_webhook_secret": r"\bwhsec_[A-Za-z0-9+/]{20,}={0,2}",
     "groq_api_key": r"\bgsk_[A-Za-z0-9]{20,}",
     "huggingface_token": r"\bhf_[A-Za-z0-9]{30,}",
     "google_api_key": r"AIza[0-9A-Za-z_\-]{35}",
     "aws_access_key_id": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     "azure_storage_key": r"(?<=AccountKey=)[A-Za-z0-9+/]{20,}={0,2}",
+    # Service Bus and Event Hubs connection strings, and shared access signatures (a connection string's
+    # SharedAccessSignature=sv=...&sig=..., or a token SharedAccessSignature sr=...&sig=...&se=...&skn=...)
+    "azure_shared_access_key": r"(?<=SharedAccessKey=)[A-Za-z0-9+/]{20,}={0,2}",
+    "azure_shared_access_signature": r"(?<=SharedAccessSignature[= ])s[a-z]{1,4}=[^;\s\"'<>]+",
     "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
     "slack_token": r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
     "json_web_token": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
     "bearer_token": r"(?<=[Bb]earer )[A-Za-z0-9\-._~+/]{16,}=*|(?<=BEARER )[A-Za-z0-9\-._~+/]{16,}=*",
     "basic_credentials": r"(?<=[Bb]asic )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])|(?<=BASIC )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])",
     "digest_response": r'(?<=response=")[0-9a-fA-F]{32,}',
-    "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+(?=@)",
-    "url_credential_parameter": "(?i:" + "|".join(f"(?<=[?&]{re.escape(name)}=)" for name in _URL_PARAMETERS) + ")[^&#\\s\"'<>]+",
+    # the user may be empty (redis://:password@host)
+    "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+(?=@)",
+    # in the query or the fragment (an OAuth implicit grant returns #access_token=...); the leading (?<==) lets the
+    # engine drop every position that does not follow a "=" before it tries the names
+    "url_credential_parameter": "(?<==)(?i:" + "|".join(f"(?<=[?&#]{re.escape(name)}=)" for name in _URL_PARAMETERS) + ")[^&#\\s\"'<>]+",
 }
 """Kind of secret -> regular expression, applied to every string of a trace and to every message shown."""
 
@@ -68,10 +98,13 @@ _SECRET_WORDS = (
 )  # fmt: skip
 # Not "signature": the signature of a thinking block (Anthropic, Gemini) is not a credential, and a provider needs it
 # back to continue the conversation; a signature in a URL (``?signature=``, ``?sig=``) is redacted as a parameter.
-_SECRET_NAMES = frozenset({"pwd", "auth", "sig", "sas", "sastoken"})
-DEFAULT_FIELDS: frozenset[str] = frozenset(_SECRET_WORDS) | _SECRET_NAMES
-"""The words that make a JSON field name a secret (contained in the normalized name) and the names that are one
-whole (``pwd``, ``auth``, ``sig``, ``sas``); see :func:`is_secret_field`."""
+_SECRET_NAMES = frozenset({"pwd", "auth", "sig", "sas", "sastoken", "bearer"})
+# A DSN carries credentials (postgresql://user:password@host/db, a Sentry DSN's key): "dsn", "sentry_dsn".
+_SECRET_LAST_WORDS = frozenset({"dsn"})
+DEFAULT_FIELDS: frozenset[str] = frozenset(_SECRET_WORDS) | _SECRET_NAMES | _SECRET_LAST_WORDS
+"""The words that make a JSON field name a secret (contained in the normalized name), the names that are one whole
+(``pwd``, ``auth``, ``sig``, ``sas``, ``bearer``) and the last words that make one (``dsn``); see
+:func:`is_secret_field`."""
 
 ALLOWED_FIELDS: frozenset[str] = frozenset({"token", "tokens", "toplogprobs"})
 """Normalized field names that contain a secret word and are not secrets: a logprobs entry's ``token``. Beyond these,
@@ -79,10 +112,62 @@ ALLOWED_FIELDS: frozenset[str] = frozenset({"token", "tokens", "toplogprobs"})
 precedes it names a credential (``api_tokens``, ``access_tokens``), and ``token`` followed by ``count``, ``usage``,
 ``limit``, ``type``, ``id`` or ``izer`` is not a secret either; a name with any other secret word is one."""
 
+DESCRIBING_WORDS: frozenset[str] = frozenset({
+    "length", "lengths", "len", "count", "counts", "limit", "limits", "min", "max", "minimum", "maximum", "policy",
+    "policies", "rule", "rules", "required", "enabled", "disabled", "type", "types", "format", "formats", "hint",
+    "hints", "field", "fields", "name", "names", "ttl", "expiry", "lifetime",
+})  # fmt: skip
+"""Last words of a field name that say the field describes a secret rather than holds one: ``password_min_length``,
+``api_key_name``, ``credential_type``, ``secretRequired``. Such a field is not a secret (words are split at ``-``,
+``_``, ``.``, spaces, camelCase humps and before digits, and a trailing number is dropped)."""
+
+DATA_KEY_WORDS: frozenset[str] = frozenset({
+    # keys of databases, stores and data structures
+    "primary", "foreign", "unique", "composite", "compound", "natural", "surrogate", "candidate", "sort", "partition",
+    "shard", "cluster", "clustering", "range", "hash", "row", "column", "index", "lookup", "join", "table",
+    "document", "object", "bucket", "record", "item", "entity", "node", "dict", "map", "group", "cursor", "page",
+    "order", "sequence",
+    # caches, idempotency and messaging
+    "cache", "idempotency", "dedup", "dedupe", "deduplication", "routing", "message", "event", "queue", "topic",
+    "stream", "lock",
+    # names of entries in a program's data (a DSPy example's input_keys, an output_key, a prompt_cache_key)
+    "input", "output", "answer", "label", "field", "example", "prompt", "template", "metric", "module", "tool",
+    "trace", "run", "span", "request", "response", "result", "config", "setting", "settings", "metadata",
+    "attribute", "property", "translation", "locale", "version", "schema", "type", "kind", "name", "parent", "child",
+    "state",
+    # public by design, and the keys of a keyboard
+    "public", "publishable", "hot", "shortcut", "modifier",
+})  # fmt: skip
+"""Words that, just before a last word ``key`` or ``keys``, say the key is not a credential: ``primary_key``,
+``cache_key``, ``sort_key``, ``idempotency_key``, ``partition_key``, ``input_keys``, ``public_key``. Any other word
+there makes the field a secret (``stripe_key``, ``signingKey``, ``encryption_key``, ``ocp-apim-subscription-key``,
+``openai_key``: vendors and purposes of credentials are an open set); ``key`` and ``keys`` alone are not secrets (a
+key-value entry's ``key``, a prompt cache ``key``), nor is a word merely ending in ``key`` (``monkey``, ``hotkey``)."""
+
 _CREDENTIAL_TOKENS = ("access", "refresh", "id", "session", "bearer", "auth", "api", "oauth", "csrf", "personalaccess", "service")
 _FIELD_KIND = "secret_field"
 _RDF_JSON_SUFFIX = "^^<http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON>"
 _SEPARATORS = str.maketrans("", "", "-_. ")
+_WORD_SEPARATOR = re.compile(r"[-_. ]+")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])")
+_JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+_SCHEMA_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples", "example"})
+_SCHEMA_KEYWORDS = _SCHEMA_VALUE_KEYWORDS | frozenset({
+    "$schema", "$id", "$ref", "$defs", "$comment", "$anchor", "$dynamicRef", "$dynamicAnchor", "definitions",
+    "type", "title", "description", "deprecated", "readOnly", "writeOnly", "nullable", "format", "pattern",
+    "minLength", "maxLength", "contentEncoding", "contentMediaType", "contentSchema", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "items", "prefixItems", "additionalItems", "contains",
+    "minContains", "maxContains", "minItems", "maxItems", "uniqueItems", "unevaluatedItems", "properties",
+    "patternProperties", "additionalProperties", "propertyNames", "required", "minProperties", "maxProperties",
+    "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not",
+    "if", "then", "else", "discriminator", "strict",
+})  # fmt: skip
+# Values the model itself gives, never a secret, which a user's pattern must not touch: closed vocabularies (a
+# marker in a trace's source_kind makes it unwritable) and times written as xsd:dateTime (a marker in one would
+# write an invalid literal).
+_MODEL_VALUES = frozenset({
+    "redactions", "source_kind", "source_format", "detail", "mode", "pairing", "timestamp", "started_at", "ended_at",
+})  # fmt: skip
 _JSON_KEY = re.compile(r'"([^"\\]{1,80})":')
 # Literal text that at least one match of each default pattern contains (secrets are ASCII, so canonical JSON holds
 # them as they are), tested with `in` (a C-level search); the patterns that need context are gated by a character
@@ -91,6 +176,7 @@ _DEFAULT_MARKERS: dict[str, tuple[str, ...]] = {
     "anthropic_api_key": ("sk-",),
     "openai_api_key": ("sk-",),
     "stripe_key": ("_live_", "_test_"),
+    "stripe_webhook_secret": ("whsec_",),
     "groq_api_key": ("gsk_",),
     "huggingface_token": ("hf_",),
     "google_api_key": ("AIza",),
@@ -107,8 +193,10 @@ _DEFAULT_MARKERS: dict[str, tuple[str, ...]] = {
 _NARROW: dict[str, tuple[str, re.Pattern[str]]] = {
     "github_token": ("gh", re.compile(r"gh[pousr]_|github_pat_")),
     "azure_storage_key": ("AccountKey=", re.compile(r"AccountKey=[A-Za-z0-9+/]{20,}")),
-    "url_credentials": ("://", re.compile(r"://[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+@")),
-    "url_credential_parameter": ("=", re.compile("[?&](?i:" + "|".join(re.escape(n) for n in _URL_PARAMETERS) + ")=[^&#\\s\"'<>]")),
+    "azure_shared_access_key": ("SharedAccessKey=", re.compile(r"SharedAccessKey=[A-Za-z0-9+/]{20,}")),
+    "azure_shared_access_signature": ("SharedAccessSignature", re.compile(r"SharedAccessSignature[= ]s[a-z]{1,4}=")),
+    "url_credentials": ("://", re.compile(r"://[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+@")),
+    "url_credential_parameter": ("=", re.compile("[?&#](?=[A-Za-z])(?i:" + "|".join(re.escape(n) for n in _URL_PARAMETERS) + ")=[^&#\\s\"'<>]")),
 }
 
 
@@ -121,6 +209,15 @@ def _normalized(name: str) -> str:
     return name.lower().translate(_SEPARATORS)
 
 
+def _words(name: str) -> list[str]:
+    """The words of a field name in lower case, without a trailing number: ``"ocp-apim-subscription-key"``,
+    ``"signingKey"``, ``"APIKey"`` and ``"encryption_key_2"`` are split at separators, camelCase humps and digits."""
+    words = [word for word in _WORD_SEPARATOR.split(_CAMEL_HUMP.sub(" ", name).lower()) if word]
+    while len(words) > 1 and words[-1].isdigit():
+        words.pop()
+    return words
+
+
 @lru_cache(maxsize=4096)
 def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
     """Whether a JSON field of this name holds a secret (see the module docstring); ``extra`` are more normalized
@@ -128,10 +225,17 @@ def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
     n = _normalized(name)
     if n in extra or n in _SECRET_NAMES:
         return True
-    words = [w for w in _SECRET_WORDS if w in n]
-    if not words:
+    words = _words(name)
+    if len(words) > 1 and words[-1] in DESCRIBING_WORDS:  # password_min_length: about a secret, not one
         return False
-    if words == ["token"]:
+    if words and words[-1] in _SECRET_LAST_WORDS:
+        return True
+    if len(words) > 1 and words[-1] in ("key", "keys") and words[-2] not in DATA_KEY_WORDS:
+        return True
+    secret_words = [w for w in _SECRET_WORDS if w in n]
+    if not secret_words:
+        return False
+    if secret_words == ["token"]:
         if n in ALLOWED_FIELDS:
             return False
         at = n.find("token")
@@ -142,12 +246,34 @@ def is_secret_field(name: str, extra: frozenset[str] = frozenset()) -> bool:
     return True
 
 
+def _is_json_schema(value: dict) -> bool:
+    """Whether a dict is a JSON Schema: every key a JSON Schema keyword, and a ``type`` naming a JSON type (or a
+    reference or combination of schemas, or properties)."""
+    if not all(key in _SCHEMA_KEYWORDS for key in value):
+        return False
+    kind = value.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kinds and all(isinstance(k, str) and k in _JSON_TYPES for k in kinds):
+        return True
+    return any(key in value for key in ("$ref", "anyOf", "oneOf", "allOf", "properties"))
+
+
+# Texts on which a pattern is tried for empty matches: letters of both cases, digits, punctuation, spaces and line
+# breaks, JSON as traces hold it, a timestamp, a URL, and text beyond ASCII. A lookaround alone ("(?=[A-Z])",
+# "(?<=a)"), an optional part ("x?") or an empty alternative ("a|") matches empty somewhere in them.
+_EMPTY_MATCH_PROBES = (
+    "", "a", "0", " ", "-", "ab ab", "a=b&c", "x\ny",
+    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789",
+    " !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\t\r\n",
+    '{"role":"system","content":"Say hi.","n":1,"ok":true,"x":null,"list":[1.5,-2e3]}',
+    "2026-11-22T20:15:03.123456+00:00 https://user@example.com:8080/a/b?c=d&e=f#g",
+    "Caf\u00e9 \u00fc\u00df \u65e5\u672c\u8a9e \u2014 \u201cquoted\u201d \u2026",
+)  # fmt: skip
+
+
 def _matches_empty(regex: re.Pattern[str]) -> bool:
-    """Whether a pattern can match an empty string anywhere in a few probe texts."""
-    for probe in ("", "a", "0", " ", "-", "ab ab", "a=b&c", "x\ny"):
-        if any(match.start() == match.end() for match in regex.finditer(probe)):
-            return True
-    return False
+    """Whether a pattern matches an empty string somewhere in the probe texts."""
+    return any(match.start() == match.end() for probe in _EMPTY_MATCH_PROBES for match in regex.finditer(probe))
 
 
 class Redactor:
@@ -266,7 +392,7 @@ class Redactor:
         if dataclasses.is_dataclass(value) and not isinstance(value, (type, m.PartRef)):
             changes = {}
             for f in dataclasses.fields(value):
-                if f.name in ("part_type", "redactions"):
+                if f.name in _MODEL_VALUES:
                     continue
                 old = getattr(value, f.name)
                 if isinstance(old, list) and old and dataclasses.is_dataclass(old[0]):
@@ -285,13 +411,17 @@ class Redactor:
         if not isinstance(root, (dict, list)):
             return self._text(root, counts) if isinstance(root, str) else root
 
-        def frame(node: dict | list) -> list:  # [node, items, next index, new items, changed]
-            return [node, list(node.items()) if isinstance(node, dict) else list(enumerate(node)), 0, [], False]
+        # A frame is [node, items, next index, new items, changed, inside the JSON Schema of a secret]. A JSON Schema
+        # under a secret's name (a tool's parameters with a property "api_key") describes a secret and is walked,
+        # its values that could be one (a default, examples) redacted; anything else under such a name is replaced.
+        def frame(node: dict | list, in_secret_schema: bool) -> list:
+            items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+            return [node, items, 0, [], False, in_secret_schema]
 
-        stack = [frame(root)]
+        stack = [frame(root, False)]
         while True:
             top = stack[-1]
-            node, items, index, out, changed = top
+            node, items, index, out, changed, in_secret_schema = top
             if index == len(items):
                 built = node if not changed else dict(out) if isinstance(node, dict) else [item for _, item in out]
                 stack.pop()
@@ -304,12 +434,20 @@ class Redactor:
                 parent[2] += 1
                 continue
             key, item = items[index]
-            if isinstance(node, dict) and isinstance(key, str) and item not in (None, "") and self.is_secret_field(key):
+            if isinstance(node, dict) and isinstance(key, str) and item not in (None, "") and not isinstance(item, bool):
+                schema_value = in_secret_schema and key in _SCHEMA_VALUE_KEYWORDS
+                secret = schema_value or self.is_secret_field(key)
+            else:
+                schema_value = secret = False
+            if secret and not schema_value and isinstance(item, dict) and _is_json_schema(item):
+                stack.append(frame(item, True))
+                continue
+            if secret:
                 new = marker(_FIELD_KIND)
                 if item != new:
                     counts[_FIELD_KIND] += 1
             elif isinstance(item, (dict, list)):
-                stack.append(frame(item))
+                stack.append(frame(item, in_secret_schema))
                 continue
             else:
                 new = self._text(item, counts) if isinstance(item, str) else item
@@ -322,6 +460,8 @@ class Redactor:
         if self._combined is not None and self._combined.search(text) is not None:
 
             def replace(match: re.Match[str]) -> str:
+                if match.start() == match.end():  # an empty match holds nothing: a marker there would corrupt the text
+                    return ""
                 kind = match.lastgroup or "secret"
                 counts[kind] += 1
                 return marker(kind)
