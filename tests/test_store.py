@@ -351,3 +351,11 @@ def test_a_directory_named_like_a_host_port_is_made_with_dot_slash_and_then_open
     assert main(["stats", "--store", "localhost:7878", "--json"]) == 0  # an existing store is opened as ever
     with open_store("localhost:7878", read_only=True) as opened:
         assert len(opened.trace_iris()) == 1
+
+
+
+def test_a_failed_service_call_on_the_embedded_store_is_named(tmp_path):
+    with EmbeddedStore(tmp_path / "store") as opened:
+        with pytest.raises(StoreError) as caught:
+            opened.select("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
+    assert str(caught.value).startswith(f"the SERVICE call to <http://127.0.0.1:1/sparql> failed on the store at {tmp_path / 'store'}: ")

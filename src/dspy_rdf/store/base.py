@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import queue
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +45,7 @@ __all__ = [
     "StoreLockedError",
     "TraceStore",
     "encode_traces",
+    "failed_query_message",
     "term_from_json",
     "term_json",
     "term_value",
@@ -63,6 +65,21 @@ class StoreError(DspyRdfError, OSError):
 
 class StoreLockedError(StoreError):
     """The embedded store is open for writing in another process."""
+
+
+_SERVICE_CALL = re.compile(r"(?i)\bSERVICE\s+(SILENT\s+)?<([^<>\s]*)>")
+
+
+def failed_query_message(sparql: str, detail: str, where: str) -> str:
+    """One line saying that a query failed while it ran ``where`` (``on the server``, ``on the store at DIR``) and
+    why (``detail``), naming the query's ``SERVICE`` calls when it has any: what fails while a query runs is mostly
+    one of them (an endpoint that cannot be reached), and the error the engine gives does not say which."""
+    services = list(dict.fromkeys(iri for silent, iri in _SERVICE_CALL.findall(sparql) if not silent))
+    if len(services) == 1:
+        return f"the SERVICE call to <{services[0]}> failed {where}: {detail}"
+    if services:
+        return f"one of the SERVICE calls (to {', '.join(f'<{iri}>' for iri in services)}) failed {where}: {detail}"
+    return f"the query failed {where}: {detail}"
 
 
 @dataclass

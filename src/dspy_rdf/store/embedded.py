@@ -20,7 +20,7 @@ from typing import BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, term_json
+from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, failed_query_message, term_json
 
 __all__ = ["EmbeddedStore"]
 
@@ -175,7 +175,7 @@ class EmbeddedStore(TraceStore):
         except StoreError:
             raise
         except OSError as exc:  # a SERVICE call that failed, or the store's files
-            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
+            raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
         return {"head": {"vars": names}, "results": {"bindings": bindings}}
 
     def construct(self, sparql: str) -> bytes:
@@ -192,7 +192,7 @@ class EmbeddedStore(TraceStore):
         except StoreError:
             raise
         except OSError as exc:
-            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
+            raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
 
     def delete(self, iri: str) -> bool:
         graph = ox.NamedNode(iri)
