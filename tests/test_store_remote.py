@@ -498,6 +498,34 @@ def test_a_server_quoting_the_credentials_in_an_error_never_shows_them(monkeypat
         assert secret not in shown, (secret, shown)
 
 
+@pytest.mark.parametrize(
+    ("variable", "secret", "quoted", "shown"),
+    [
+        ("DSPY_RDF_STORE_PASSWORD", "e", "Bad request. Headers: password=e; e", "Bad request. Headers: password=***; ***"),
+        ("DSPY_RDF_STORE_TOKEN", "ds", "User-Agent: dspy-rdf, token ds", "User-Agent: dspy-rdf, token ***"),
+        ("DSPY_RDF_STORE_PASSWORD", "p@ss", "wrong password (p@ss) for alice", "wrong password (***) for alice"),
+    ],
+)
+def test_a_short_secret_is_masked_where_it_stands_as_a_word_not_inside_other_words(monkeypatch, variable, secret, quoted, shown):
+    if variable == "DSPY_RDF_STORE_PASSWORD":
+        monkeypatch.setenv("DSPY_RDF_STORE_USER", "alice")
+    monkeypatch.setenv(variable, secret)
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(400, body=quoted))
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.select("ASK {}")
+    assert str(caught.value).endswith(f": {shown}") and caught.value.body == shown
+
+
+def test_a_secret_of_8_characters_or_more_is_masked_even_inside_other_words(monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", "abcdefgh")
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(400, body="token xabcdefghx refused"))
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.select("ASK {}")
+    assert caught.value.body == "token x***x refused"
+
+
 def test_credentials_do_not_follow_a_redirect_to_another_host(monkeypatch):
     monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", SECRET)
     with FakeServer() as origin, FakeServer() as other, RemoteStore(origin.url, **FAST) as store:

@@ -6,7 +6,8 @@ not by httpx); what may pass when sent again retried with exponential backoff (h
 requests that are safe to repeat; every other error raised at once, an error answer as a :class:`RemoteHTTPError`
 carrying ``status`` and a short excerpt of the body, in which every form of every credential is masked (the password
 as given, URL-encoded and JSON-escaped, ``user:password`` in base64 as HTTP basic sends it, a bearer token, the fields
-of a digest ``Authorization`` header), and which also goes through the default redactor.
+of a digest ``Authorization`` header; a form shorter than 8 characters only where it stands as a word of its own,
+never inside other words), and which also goes through the default redactor.
 
 What is retried (:func:`may_pass_again`): a connection refused or reset, a timeout, HTTP 408, 429, 502, 503 and 504,
 and a 500 that says it is transient (a ``Retry-After`` header, or a Virtuoso SQLSTATE saying the transaction may
@@ -63,6 +64,7 @@ __all__ = [
     "RemoteTLSError",
     "RemoteTimeoutError",
     "RemoteTruncatedError",
+    "SecretForms",
     "check_url",
     "credentials_from_env",
     "env_number",
@@ -92,6 +94,9 @@ _VIRTUOSO_ERROR = re.compile(r"Virtuoso (\w{5}) Error (\w+)")
 _TRANSIENT_SQLSTATE = re.compile(r"40\w{3}|08\w{3}|S1T00|HYT00")
 _RETRIED_STATUSES = frozenset({408, 429, 502, 503, 504})
 """Answers that say nothing is wrong with the request: the server (or a gateway before it) was busy, down or slow."""
+SHORT_SECRET = 8
+"""A secret (or a form of it) shorter than this is masked only where it stands as a word of its own: masked inside
+words, a password ``e`` would turn every ``e`` of a message into ``***``."""
 _AUTHORIZATION_VALUE = re.compile(r"(?i)(authorization\W{0,6}\s*)(?:basic|bearer|digest)\b[^\r\n\"']*")
 _DIGEST_FIELD = re.compile(r'(?i)\b(response|cnonce|username)(\s*=\s*)("[^"]*"|[^\s,"]+)')
 
@@ -235,6 +240,19 @@ class _BearerAuth(httpx.Auth):
         return "_BearerAuth(***)"
 
 
+SecretForms = tuple[tuple[str, re.Pattern[str] | None], ...]
+"""The texts to mask, longest first, each with the pattern of where it stands as a word when it is short."""
+
+
+def _maskable(forms: set[str]) -> SecretForms:
+    """``forms`` longest first, a short one with the pattern that finds it where no letter, digit or ``_`` is next to
+    it (a password ``e`` is masked in ``password=e``, not in ``request``)."""
+    return tuple(
+        (form, re.compile(rf"(?<!\w){re.escape(form)}(?!\w)") if len(form) < SHORT_SECRET else None)
+        for form in sorted(forms, key=len, reverse=True)
+    )
+
+
 def _secret_forms(user: str | None, secret: str) -> set[str]:
     """Every form in which a server may quote ``secret`` (a password or token) back: as given, URL-encoded,
     JSON-escaped, and in base64 as HTTP basic authentication sends it (``user:password``)."""
@@ -247,15 +265,16 @@ def _secret_forms(user: str | None, secret: str) -> set[str]:
     return {form for form in forms if form}
 
 
-def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, tuple[str, ...]]:
-    """The authentication the environment asks for, its scheme, and the texts that must never be shown."""
+def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, SecretForms]:
+    """The authentication the environment asks for, its scheme, and the texts that must never be shown (with where a
+    short one is masked)."""
     env = os.environ
     user, password, token = env.get(USER_ENV), env.get(PASSWORD_ENV), env.get(TOKEN_ENV)
     scheme = (env.get(AUTH_ENV) or "basic").strip().lower()
     if token and (user or password):
         raise StoreError(f"set either ${TOKEN_ENV} or ${USER_ENV} and ${PASSWORD_ENV}, not both")
     if token:
-        return _BearerAuth(token), AuthScheme.BEARER, tuple(sorted(_secret_forms(None, token), key=len, reverse=True))
+        return _BearerAuth(token), AuthScheme.BEARER, _maskable(_secret_forms(None, token))
     if user or password:
         if not (user and password is not None):
             raise StoreError(f"${USER_ENV} and ${PASSWORD_ENV} go together: set both")
@@ -264,7 +283,7 @@ def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, tuple[str, ..
         kind = AuthScheme(scheme)
         auth = httpx.DigestAuth(user, password) if kind is AuthScheme.DIGEST else httpx.BasicAuth(user, password)
         secrets = _secret_forms(user, password) if password else set()
-        return auth, kind, tuple(sorted(secrets, key=len, reverse=True))
+        return auth, kind, _maskable(secrets)
     return None, AuthScheme.NONE, ()
 
 
@@ -317,8 +336,8 @@ class HttpClient:
     def redact(self, text: str) -> str:
         """``text`` with every form of the credentials in use, and any ``Authorization`` header value or digest
         field it quotes, masked; then through the default redactor (keys, tokens, URL credentials)."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
+        for secret, as_word in self._secrets:
+            text = as_word.sub("***", text) if as_word is not None else text.replace(secret, "***")
         text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + "***", text)
         text = _DIGEST_FIELD.sub(lambda match: match.group(1) + match.group(2) + '"***"', text)
         return DEFAULT_REDACTOR.redact_text(text)
