@@ -218,3 +218,25 @@ def test_a_server_gives_the_same_view_as_the_embedded_store(remote_store, store,
     remote = {iri: sorted(map(str, triples)) for iri, triples in prov_view(remote_store, iris)}
     embedded = {iri: sorted(map(str, triples)) for iri, triples in prov_view(store, iris)}
     assert remote == embedded and all(remote.values())
+
+
+@pytest.fixture
+def closed_store(captured, tmp_path) -> str:
+    """A store directory holding the captured runs, closed (for the CLI to open)."""
+    with EmbeddedStore(tmp_path / "store") as opened:
+        opened.put(list(captured.values()))
+    return str(tmp_path / "store")
+
+
+def test_prov_of_a_trace_the_store_does_not_hold_is_an_error_naming_it(captured, closed_store, tmp_path, capsys):
+    absent = "urn:dspy-rdf:trace:sha256-" + "0" * 64
+    out = tmp_path / "prov.nq"
+    assert main(["prov", "--store", closed_store, "--trace", trace_iri(captured["react"]), "--trace", absent, "-o", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no trace {absent} in the store at {closed_store}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["prov", "dump"])
+def test_a_trace_given_by_a_part_of_its_iri_is_refused_saying_to_give_the_whole_iri(closed_store, capsys, command):
+    assert main([command, "--store", closed_store, "--trace", "sha256-0000"]) == 2
+    assert capsys.readouterr().err.strip() == "error: 'sha256-0000' is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it"

@@ -353,6 +353,18 @@ def test_a_directory_named_like_a_host_port_is_made_with_dot_slash_and_then_open
         assert len(opened.trace_iris()) == 1
 
 
+def test_dump_or_prov_of_a_trace_the_store_does_not_hold_names_it_and_writes_nothing(store):
+    from dspy_rdf.prov import write_prov
+
+    iris = store.put(bundled()[:2]).written
+    absent = "urn:dspy-rdf:trace:sha256-" + "0" * 64
+    for write in (store.dump, lambda handle, traces: write_prov(store, handle, traces=traces)):
+        handle = io.BytesIO()
+        with pytest.raises(StoreError, match=f"^no trace {absent} in the store at "):
+            write(handle, traces=[*iris, absent])
+        assert handle.getvalue() == b""
+    assert store.missing_traces([iris[0], absent, absent]) == [absent]
+
 
 def test_a_failed_service_call_on_the_embedded_store_is_named(tmp_path):
     with EmbeddedStore(tmp_path / "store") as opened:

@@ -30,7 +30,7 @@ from typing import BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf.resources import shapes_dir
-from dspy_rdf.store.base import TraceStore
+from dspy_rdf.store.base import StoreError, TraceStore, check_trace_iri
 
 __all__ = ["PROV", "PROV_SHAPES", "PROV_VIEW", "prov_graph_name", "prov_view", "validate_prov", "write_prov"]
 
@@ -47,15 +47,21 @@ def prov_graph_name(trace_iri: str) -> str:
 
 
 def _query_for(trace_iri: str) -> str:
-    if "<" in trace_iri or ">" in trace_iri or " " in trace_iri:
-        raise ValueError(f"not a trace IRI: {trace_iri!r}")
+    check_trace_iri(trace_iri)
     text = PROV_VIEW.read_text(encoding="utf-8")
     where = text.index("\nWHERE {") + len("\nWHERE {")
     return text[:where] + f"\n  VALUES ?g {{ <{trace_iri}> }}" + text[where:]
 
 
 def prov_view(store: TraceStore, traces: Iterable[str] | None = None) -> Iterator[tuple[str, list[ox.Triple]]]:
-    """``(trace IRI, triples of its PROV-O view)`` for each trace of the store (or the given ones), in order."""
+    """``(trace IRI, triples of its PROV-O view)`` for each trace of the store (or the given ones), in order. Given
+    traces are checked first, before any view is built: one that is not a whole IRI is a ``ValueError``, one the store
+    does not hold a :class:`~dspy_rdf.store.base.StoreError` naming it."""
+    if traces is not None:
+        traces = list(traces)
+        missing = store.missing_traces(traces)
+        if missing:
+            raise StoreError(f"no trace {missing[0]} in the store at {store.location}")
     for iri in traces if traces is not None else store.trace_iris():
         data = store.construct(_query_for(iri))
         yield iri, list(ox.parse(data, format=ox.RdfFormat.N_TRIPLES)) if data else []

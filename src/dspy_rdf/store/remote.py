@@ -49,6 +49,7 @@ from dspy_rdf.store.base import (
     SparqlJson,
     StoreError,
     TraceStore,
+    check_trace_iri,
     failed_query_message,
     mapped_number,
     term_from_json,
@@ -423,7 +424,7 @@ class RemoteStore(TraceStore):
 
     def delete(self, iri: str) -> bool:
         """DELETE the trace's graph; ``False`` when the server says it does not exist (404)."""
-        _iri_ref(iri)
+        _iri_ref(check_trace_iri(iri))
         response = self._http.request("DELETE", self._graph_url(iri), idempotent=True, ok_statuses=(404,))
         return response.status_code != 404
 
@@ -432,11 +433,12 @@ class RemoteStore(TraceStore):
         fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
         names = traces if traces is not None else self.trace_iris()
         for name in names:
-            _iri_ref(name)
+            _iri_ref(check_trace_iri(name))
         sizes = self._graph_sizes(names)
+        missing = [iri for iri in names if not sizes.get(iri)]
+        if missing:  # every trace checked before anything is written
+            raise StoreError(f"no trace {missing[0]} in the store at {self.location}")
         for iri in names:
-            if not sizes.get(iri):
-                raise StoreError(f"no trace {iri} in the store at {self.location}")
             handle.write(ox.serialize(self._graph_quads(iri, sizes[iri]), format=fmt, prefixes=v.PREFIXES if trig else None))
         return len(names)
 
