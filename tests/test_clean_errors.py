@@ -173,7 +173,7 @@ def demo_store(tmp_path_factory) -> Path:
 def test_a_service_call_that_fails_under_allow_federation_is_one_line(tmp_path, demo_store):
     query = "SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }"
     line = one_line_error(dspy_rdf("query", "--store", str(demo_store), "--allow-federation", "--sparql", query, cwd=tmp_path))
-    assert line.startswith("error: the query failed on the store at")
+    assert line.startswith("error: the SERVICE call to <http://127.0.0.1:1/sparql> failed on the store at")
 
 
 def test_federation_is_refused_naming_the_flag_that_allows_it(tmp_path, demo_store):

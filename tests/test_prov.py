@@ -218,3 +218,60 @@ def test_a_server_gives_the_same_view_as_the_embedded_store(remote_store, store,
     remote = {iri: sorted(map(str, triples)) for iri, triples in prov_view(remote_store, iris)}
     embedded = {iri: sorted(map(str, triples)) for iri, triples in prov_view(store, iris)}
     assert remote == embedded and all(remote.values())
+
+
+def _copies(trace: m.Trace, count: int) -> list[m.Trace]:
+    """Distinct traces (trace IRIs are content hashes) of the same shape: the run with another start time each."""
+    from dspy_rdf.tracejson import trace_to_json
+
+    text = json.dumps(trace_to_json(trace))
+    return [trace_from_json(json.loads(text.replace(trace.started_at, f"2031-01-01T00:{n // 60:02d}:{n % 60:02d}Z"))) for n in range(count)]
+
+
+def test_the_view_of_a_trace_reads_its_own_graph_only_however_many_traces_the_store_holds(captured, tmp_path):
+    """Each trace's view costs the same in a store of one trace and of 301 (it once grew with the number of traces
+    in the store), and is the same triples."""
+    import time
+
+    react = captured["react"]
+    iri = trace_iri(react)
+
+    def view_and_seconds(store: EmbeddedStore) -> tuple[list[str], float]:
+        seconds = []
+        for _ in range(3):
+            start = time.perf_counter()
+            [(_, triples)] = prov_view(store, [iri])
+            seconds.append(time.perf_counter() - start)
+        return sorted(map(str, triples)), min(seconds)
+
+    with EmbeddedStore(tmp_path / "alone") as alone:
+        alone.put([react])
+        view_alone, seconds_alone = view_and_seconds(alone)
+    with EmbeddedStore(tmp_path / "crowded") as crowded:
+        crowded.put([react, *_copies(react, 300)])
+        assert len(crowded.trace_iris()) == 301
+        view_crowded, seconds_crowded = view_and_seconds(crowded)
+    assert view_crowded == view_alone and view_alone
+    assert seconds_crowded < 10 * seconds_alone + 0.05, (seconds_alone, seconds_crowded)
+
+
+@pytest.fixture
+def closed_store(captured, tmp_path) -> str:
+    """A store directory holding the captured runs, closed (for the CLI to open)."""
+    with EmbeddedStore(tmp_path / "store") as opened:
+        opened.put(list(captured.values()))
+    return str(tmp_path / "store")
+
+
+def test_prov_of_a_trace_the_store_does_not_hold_is_an_error_naming_it(captured, closed_store, tmp_path, capsys):
+    absent = "urn:dspy-rdf:trace:sha256-" + "0" * 64
+    out = tmp_path / "prov.nq"
+    assert main(["prov", "--store", closed_store, "--trace", trace_iri(captured["react"]), "--trace", absent, "-o", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no trace {absent} in the store at {closed_store}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["prov", "dump"])
+def test_a_trace_given_by_a_part_of_its_iri_is_refused_saying_to_give_the_whole_iri(closed_store, capsys, command):
+    assert main([command, "--store", closed_store, "--trace", "sha256-0000"]) == 2
+    assert capsys.readouterr().err.strip() == "error: 'sha256-0000' is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it"

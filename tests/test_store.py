@@ -308,3 +308,66 @@ def test_the_store_defaults_to_the_environment_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("DSPY_RDF_STORE", str(tmp_path / "from-env"))
     assert main(["export", str(DATA / "react_history.json"), "--store"]) == 0
     assert (tmp_path / "from-env").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("target", "meant"),
+    [
+        ("HTTP:/127.0.0.1/ds", "http://127.0.0.1/ds"),
+        ("http//host/ds", "http://host/ds"),
+        ("Https//host/ds", "https://host/ds"),
+        ("localhost:7878", "http://localhost:7878"),
+        ("127.0.0.1:7878/ds", "http://127.0.0.1:7878/ds"),
+    ],
+)
+def test_a_misspelt_url_or_host_port_is_refused_never_made_a_new_store(tmp_path, monkeypatch, capsys, target, meant):
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(DATA / "part_text.json"), "--store", target]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert f"did you mean {meant}?" in error and f"write ./{target}" in error
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_misspelt_url_given_to_a_store_sink_is_refused(tmp_path, monkeypatch):
+    from dspy_rdf.capture import StoreSink
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=r"did you mean http://127\.0\.0\.1/x\?"):
+        StoreSink("HTTP:/127.0.0.1/x", background=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_url_lookalike_never_shows_the_credentials_in_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError) as caught:
+        open_store("admin:s3cret-pw@localhost:7878")
+    assert "s3cret" not in str(caught.value) and "did you mean http://localhost:7878?" in str(caught.value)
+
+
+def test_a_directory_named_like_a_host_port_is_made_with_dot_slash_and_then_opened_by_its_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(DATA / "part_text.json"), "--store", "./localhost:7878"]) == 0
+    assert main(["stats", "--store", "localhost:7878", "--json"]) == 0  # an existing store is opened as ever
+    with open_store("localhost:7878", read_only=True) as opened:
+        assert len(opened.trace_iris()) == 1
+
+
+def test_dump_or_prov_of_a_trace_the_store_does_not_hold_names_it_and_writes_nothing(store):
+    from dspy_rdf.prov import write_prov
+
+    iris = store.put(bundled()[:2]).written
+    absent = "urn:dspy-rdf:trace:sha256-" + "0" * 64
+    for write in (store.dump, lambda handle, traces: write_prov(store, handle, traces=traces)):
+        handle = io.BytesIO()
+        with pytest.raises(StoreError, match=f"^no trace {absent} in the store at "):
+            write(handle, traces=[*iris, absent])
+        assert handle.getvalue() == b""
+    assert store.missing_traces([iris[0], absent, absent]) == [absent]
+
+
+def test_a_failed_service_call_on_the_embedded_store_is_named(tmp_path):
+    with EmbeddedStore(tmp_path / "store") as opened:
+        with pytest.raises(StoreError) as caught:
+            opened.select("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
+    assert str(caught.value).startswith(f"the SERVICE call to <http://127.0.0.1:1/sparql> failed on the store at {tmp_path / 'store'}: ")

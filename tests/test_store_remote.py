@@ -23,12 +23,14 @@ from dspy_rdf.inputs import read_traces
 from dspy_rdf.store.remote import (
     RemoteAuthError,
     RemoteConnectionError,
+    RemoteEvaluationError,
     RemoteHTTPError,
     RemoteQueryError,
     RemoteResultError,
     RemoteStore,
     RemoteStoreError,
     RemoteTimeoutError,
+    RemoteTLSError,
     endpoints_for,
 )
 from dspy_rdf.store import EmbeddedStore, StoreError, open_store
@@ -215,11 +217,11 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_5xx_is_retried_with_backoff_then_succeeds():
-    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
-        fake.script(Reply(500), Reply(502), EMPTY_RESULTS)
+def test_a_busy_or_unreachable_backend_502_503_504_is_retried_with_backoff_then_succeeds():
+    with FakeServer() as fake, RemoteStore(fake.url, **{**FAST, "max_attempts": 4}) as store:
+        fake.script(Reply(502), Reply(503), Reply(504), EMPTY_RESULTS)
         assert store.select("SELECT ?g WHERE {}")["results"]["bindings"] == []
-    assert [r.method for r in fake.requests] == ["POST"] * 3
+    assert [r.method for r in fake.requests] == ["POST"] * 4
     assert fake.requests[-1].path == "/query"
     assert fake.requests[-1].headers["Accept"] == "application/sparql-results+json"
     assert fake.requests[-1].headers["Content-Type"] == "application/x-www-form-urlencoded"
@@ -256,6 +258,87 @@ def test_persistent_errors_are_typed_with_status_and_body_excerpt():
         with pytest.raises(RemoteHTTPError) as caught:
             store.delete("urn:trace:1")
         assert caught.value.status == 409 and len(fake.requests) == before + 1
+
+
+def test_a_500_is_final_at_once_unless_it_says_it_may_pass_when_sent_again():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(500, body="NullPointerException"), EMPTY_RESULTS)
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.select("SELECT ?g WHERE {}")
+        assert caught.value.status == 500 and len(fake.requests) == 1 and "attempts" not in str(caught.value)
+        fake.replies.clear()
+        fake.script(Reply(500, headers={"Retry-After": "0"}), Reply(500, body="Virtuoso 40001 Error SR172: Transaction deadlocked"), EMPTY_RESULTS)
+        assert store.select("SELECT ?g WHERE {}")["results"]["bindings"] == []
+        assert len(fake.requests) == 4
+
+
+@pytest.mark.parametrize("status", [400, 404, 405, 413, 501])
+def test_an_error_answer_that_says_what_is_wrong_with_the_request_is_final_at_once(status):
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(status, body="no"), EMPTY_RESULTS, EMPTY_RESULTS)
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.select("SELECT ?g WHERE {}")
+    assert caught.value.status == status and len(fake.requests) == 1
+
+
+def test_a_request_timeout_or_too_many_requests_is_retried():
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(408), Reply(429), EMPTY_RESULTS)
+        assert store.select("SELECT ?g WHERE {}")["results"]["bindings"] == []
+    assert len(fake.requests) == 3
+
+
+def test_https_to_a_plain_http_server_that_answers_the_handshake_fails_at_once_saying_so():
+    with FakeServer() as fake, RemoteStore(f"https://127.0.0.1:{fake.port}", **FAST) as store:
+        with pytest.raises(RemoteTLSError) as caught:
+            store.select("ASK {}")
+    assert fake.requests == []  # http.server answered the handshake with an HTTP error, no request was read
+    message = str(caught.value)
+    assert message.startswith(f"POST https://127.0.0.1:{fake.port}/query: the TLS handshake failed: ")
+    assert "plain-HTTP server? then give an http:// URL" in message and "attempts" not in message
+
+
+def test_https_to_an_oxigraph_server_that_answers_no_handshake_fails_after_one_connect_timeout(oxigraph_server):
+    url = oxigraph_server.replace("http://", "Https://")
+    start = time.monotonic()
+    with RemoteStore(url, max_attempts=3, backoff=0.5, connect_timeout=1, timeout=5) as store:
+        with pytest.raises(RemoteTLSError) as caught:
+            store.select("ASK {}")
+    assert time.monotonic() - start < 2.5  # one connect timeout, no retry (three would take 4.5 s with their waits)
+    assert "answered no TLS handshake" in str(caught.value) and "plain-HTTP server?" in str(caught.value)
+
+
+def test_a_service_call_that_fails_on_oxigraph_is_one_clear_error_naming_it_not_retried(remote_store):
+    closed = f"http://127.0.0.1:{closed_port()}/sparql"
+    for run in (remote_store.select, remote_store.construct):
+        form = "SELECT *" if run == remote_store.select else "CONSTRUCT { ?s ?p ?o }"
+        with pytest.raises(RemoteEvaluationError) as caught:
+            run(f"{form} WHERE {{ SERVICE <{closed}> {{ ?s ?p ?o }} }}")
+        message = str(caught.value)
+        assert f"the SERVICE call to <{closed}> failed on the server: Connection refused" in message, message
+        assert "JSON" not in message and "attempts" not in message and "\n" not in message
+        assert caught.value.detail.startswith(f"the SERVICE call to <{closed}>")
+
+
+def test_an_answer_the_server_ended_with_an_error_is_read_once():
+    body = '{"head":{"vars":["o","p","s"]},"results":{"bindings":[{"s":{"type":"uri","value":"urn:a"}}Connection refused (os error 111)'
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(200, body=body, headers=JSON_RESULTS), EMPTY_RESULTS)
+        with pytest.raises(RemoteEvaluationError) as caught:
+            store.select("SELECT * WHERE { SERVICE <http://a.example/sparql> { ?s ?p ?o } SERVICE <http://b.example/sparql> { ?s ?p ?o } }")
+    assert len(fake.requests) == 1
+    assert "one of the SERVICE calls (to <http://a.example/sparql>, <http://b.example/sparql>) failed on the server: Connection refused" in str(caught.value)
+
+
+def test_an_unsupported_function_on_oxigraph_is_one_clear_error_not_retried(remote_store, capsys, oxigraph_server):
+    from dspy_rdf.cli import main
+
+    start = time.monotonic()
+    query = "SELECT * WHERE { BIND(<http://example.org/f>(1) AS ?x) }"
+    assert main(["query", "--store", oxigraph_server, "--sparql", query]) == 2
+    err = capsys.readouterr().err.strip()
+    assert time.monotonic() - start < 2
+    assert err == f"error: POST {oxigraph_server}/query: HTTP 500 Internal Server Error: The custom function <http://example.org/f> is not supported"
 
 
 JSON_RESULTS = {"Content-Type": "application/sparql-results+json"}
@@ -413,6 +496,34 @@ def test_a_server_quoting_the_credentials_in_an_error_never_shows_them(monkeypat
     shown = out + err
     for secret in [*forms, header.split(" ", 1)[1]] + re.findall(r'(?:response|cnonce)="?([^",]+)', header):
         assert secret not in shown, (secret, shown)
+
+
+@pytest.mark.parametrize(
+    ("variable", "secret", "quoted", "shown"),
+    [
+        ("DSPY_RDF_STORE_PASSWORD", "e", "Bad request. Headers: password=e; e", "Bad request. Headers: password=***; ***"),
+        ("DSPY_RDF_STORE_TOKEN", "ds", "User-Agent: dspy-rdf, token ds", "User-Agent: dspy-rdf, token ***"),
+        ("DSPY_RDF_STORE_PASSWORD", "p@ss", "wrong password (p@ss) for alice", "wrong password (***) for alice"),
+    ],
+)
+def test_a_short_secret_is_masked_where_it_stands_as_a_word_not_inside_other_words(monkeypatch, variable, secret, quoted, shown):
+    if variable == "DSPY_RDF_STORE_PASSWORD":
+        monkeypatch.setenv("DSPY_RDF_STORE_USER", "alice")
+    monkeypatch.setenv(variable, secret)
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(400, body=quoted))
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.select("ASK {}")
+    assert str(caught.value).endswith(f": {shown}") and caught.value.body == shown
+
+
+def test_a_secret_of_8_characters_or_more_is_masked_even_inside_other_words(monkeypatch):
+    monkeypatch.setenv("DSPY_RDF_STORE_TOKEN", "abcdefgh")
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(Reply(400, body="token xabcdefghx refused"))
+        with pytest.raises(RemoteHTTPError) as caught:
+            store.select("ASK {}")
+    assert caught.value.body == "token x***x refused"
 
 
 def test_credentials_do_not_follow_a_redirect_to_another_host(monkeypatch):

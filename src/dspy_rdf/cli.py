@@ -236,13 +236,11 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from dspy_rdf.identity import is_absolute_iri
-    from dspy_rdf.store import open_store
+    from dspy_rdf.store import check_trace_iri, open_store
 
     missing = 0
     for iri in args.traces:
-        if not is_absolute_iri(iri):
-            raise ValueError(f"{iri!r} is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it")
+        check_trace_iri(iri)
     with open_store(args.store, create=False) as store:
         for iri in args.traces:
             if store.delete(iri):

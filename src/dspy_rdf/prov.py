@@ -23,6 +23,7 @@ So generic PROV queries work on DSPy traces, e.g. everything an answer was deriv
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -30,13 +31,14 @@ from typing import BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf.resources import shapes_dir
-from dspy_rdf.store.base import TraceStore
+from dspy_rdf.store.base import StoreError, TraceStore, check_trace_iri
 
 __all__ = ["PROV", "PROV_SHAPES", "PROV_VIEW", "prov_graph_name", "prov_view", "validate_prov", "write_prov"]
 
 PROV = "http://www.w3.org/ns/prov#"
 PROV_VIEW = Path(__file__).parent / "views" / "prov.rq"
-"""The CONSTRUCT query that builds the view of one trace graph (``?g``)."""
+"""The CONSTRUCT query that builds the view of one trace graph (``?g``, written in as the graph's IRI)."""
+_GRAPH_VARIABLE = re.compile(r"\?g\b")
 PROV_SHAPES = shapes_dir() / "prov" / "prov.shacl.ttl"
 """SHACL shapes of the view."""
 
@@ -46,18 +48,25 @@ def prov_graph_name(trace_iri: str) -> str:
     return f"{trace_iri}/prov"
 
 
-def _query_for(trace_iri: str) -> str:
-    if "<" in trace_iri or ">" in trace_iri or " " in trace_iri:
-        raise ValueError(f"not a trace IRI: {trace_iri!r}")
-    text = PROV_VIEW.read_text(encoding="utf-8")
-    where = text.index("\nWHERE {") + len("\nWHERE {")
-    return text[:where] + f"\n  VALUES ?g {{ <{trace_iri}> }}" + text[where:]
+def _query_for(trace_iri: str, view: str) -> str:
+    """The view of one trace: ``?g`` written as the trace's IRI. Bound by ``VALUES`` instead, pyoxigraph ran the
+    view's grouped subquery over every graph of the store for each trace (``prov`` took time in the square of the
+    number of traces, docs/benchmarks.md); a constant graph reads only that trace's quads."""
+    return _GRAPH_VARIABLE.sub(f"<{check_trace_iri(trace_iri)}>", view)
 
 
 def prov_view(store: TraceStore, traces: Iterable[str] | None = None) -> Iterator[tuple[str, list[ox.Triple]]]:
-    """``(trace IRI, triples of its PROV-O view)`` for each trace of the store (or the given ones), in order."""
+    """``(trace IRI, triples of its PROV-O view)`` for each trace of the store (or the given ones), in order. Given
+    traces are checked first, before any view is built: one that is not a whole IRI is a ``ValueError``, one the store
+    does not hold a :class:`~dspy_rdf.store.base.StoreError` naming it."""
+    if traces is not None:
+        traces = list(traces)
+        missing = store.missing_traces(traces)
+        if missing:
+            raise StoreError(f"no trace {missing[0]} in the store at {store.location}")
+    view = PROV_VIEW.read_text(encoding="utf-8")
     for iri in traces if traces is not None else store.trace_iris():
-        data = store.construct(_query_for(iri))
+        data = store.construct(_query_for(iri, view))
         yield iri, list(ox.parse(data, format=ox.RdfFormat.N_TRIPLES)) if data else []
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import queue
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +30,7 @@ from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.errors import DspyRdfError, TraceInputError
 from dspy_rdf.formats import RdfFormat, encode_trace, parse_traces
-from dspy_rdf.identity import DEFAULT_BASE, check_base
+from dspy_rdf.identity import DEFAULT_BASE, check_base, is_absolute_iri
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.writer import stored_form
 
@@ -43,7 +44,9 @@ __all__ = [
     "StoreError",
     "StoreLockedError",
     "TraceStore",
+    "check_trace_iri",
     "encode_traces",
+    "failed_query_message",
     "term_from_json",
     "term_json",
     "term_value",
@@ -63,6 +66,29 @@ class StoreError(DspyRdfError, OSError):
 
 class StoreLockedError(StoreError):
     """The embedded store is open for writing in another process."""
+
+
+def check_trace_iri(iri: str) -> str:
+    """``iri`` when it is a whole (absolute) IRI, as trace graphs are named; else a ``ValueError`` saying so (a
+    trace given by a part of its IRI, or mistyped, is refused before anything is read, written or deleted)."""
+    if not is_absolute_iri(iri):
+        raise ValueError(f"{iri!r} is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it")
+    return iri
+
+
+_SERVICE_CALL = re.compile(r"(?i)\bSERVICE\s+(SILENT\s+)?<([^<>\s]*)>")
+
+
+def failed_query_message(sparql: str, detail: str, where: str) -> str:
+    """One line saying that a query failed while it ran ``where`` (``on the server``, ``on the store at DIR``) and
+    why (``detail``), naming the query's ``SERVICE`` calls when it has any: what fails while a query runs is mostly
+    one of them (an endpoint that cannot be reached), and the error the engine gives does not say which."""
+    services = list(dict.fromkeys(iri for silent, iri in _SERVICE_CALL.findall(sparql) if not silent))
+    if len(services) == 1:
+        return f"the SERVICE call to <{services[0]}> failed {where}: {detail}"
+    if services:
+        return f"one of the SERVICE calls (to {', '.join(f'<{iri}>' for iri in services)}) failed {where}: {detail}"
+    return f"the query failed {where}: {detail}"
 
 
 @dataclass
@@ -342,6 +368,14 @@ class TraceStore(ABC):
         """The named graphs that hold no ``dspy:Trace`` node (a server's own graphs, broken or hand-made traces)."""
         trace = v.class_iri("Trace")
         return self._graph_names(f"{{ SELECT DISTINCT ?g WHERE {{ {self.all_graphs_pattern} }} }} MINUS {{ GRAPH ?g {{ ?t a <{trace}> }} }}")
+
+    def missing_traces(self, iris: Iterable[str]) -> list[str]:
+        """Those of ``iris`` (whole IRIs, :func:`check_trace_iri`) of which the store holds no trace graph, in order."""
+        wanted = list(dict.fromkeys(check_trace_iri(iri) for iri in iris))
+        stored: set[str] = set()
+        for start in range(0, len(wanted), _LOOKUP_CHUNK):
+            stored |= self._stored(wanted[start:start + _LOOKUP_CHUNK])
+        return [iri for iri in wanted if iri not in stored]
 
     def trace_iris(self) -> list[str]:
         """Names of the graphs that hold traces, sorted: every graph with a node of a ``dspy:`` class (a trace is

@@ -20,7 +20,7 @@ from typing import BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, term_json
+from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, check_trace_iri, failed_query_message, term_json
 
 __all__ = ["EmbeddedStore"]
 
@@ -175,7 +175,7 @@ class EmbeddedStore(TraceStore):
         except StoreError:
             raise
         except OSError as exc:  # a SERVICE call that failed, or the store's files
-            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
+            raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
         return {"head": {"vars": names}, "results": {"bindings": bindings}}
 
     def construct(self, sparql: str) -> bytes:
@@ -192,10 +192,10 @@ class EmbeddedStore(TraceStore):
         except StoreError:
             raise
         except OSError as exc:
-            raise StoreError(f"the query failed on the store at {self.path}: {exc}") from None
+            raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
 
     def delete(self, iri: str) -> bool:
-        graph = ox.NamedNode(iri)
+        graph = ox.NamedNode(check_trace_iri(iri))
         if not self._store.contains_named_graph(graph):
             return False
         self._store.remove_graph(graph)
@@ -204,10 +204,11 @@ class EmbeddedStore(TraceStore):
     def dump(self, handle: BinaryIO, *, traces: list[str] | None = None, trig: bool = False) -> int:
         fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
         names = traces if traces is not None else self.trace_iris()
+        missing = self.missing_traces(names) if traces is not None else []
+        if missing:  # every trace checked before anything is written
+            raise StoreError(f"no trace {missing[0]} in the store at {self.path}")
         for iri in names:
             graph = ox.NamedNode(iri)
-            if not self._store.contains_named_graph(graph):
-                raise StoreError(f"no trace {iri} in the store at {self.path}")
             quads = self._store.quads_for_pattern(None, None, None, graph)
             handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
         return len(names)

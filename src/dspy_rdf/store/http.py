@@ -2,16 +2,22 @@
 
 :class:`HttpClient` sends one request at a time to a SPARQL server the way :class:`~dspy_rdf.store.remote.RemoteStore`
 needs: credentials from the environment only, sent only to the origin of the endpoint (redirects are followed here,
-not by httpx); network errors, 429 and the 5xx answers that say nothing about the request retried with exponential
-backoff (honouring ``Retry-After``) for requests that are safe to repeat; every other error answer raised at once as a
-:class:`RemoteHTTPError` carrying ``status`` and a short excerpt of the body, in which every form of every credential
-is masked (the password as given, URL-encoded and JSON-escaped, ``user:password`` in base64 as HTTP basic sends it, a
-bearer token, the fields of a digest ``Authorization`` header), and which also goes through the default redactor.
+not by httpx); what may pass when sent again retried with exponential backoff (honouring ``Retry-After``) for
+requests that are safe to repeat; every other error raised at once, an error answer as a :class:`RemoteHTTPError`
+carrying ``status`` and a short excerpt of the body, in which every form of every credential is masked (the password
+as given, URL-encoded and JSON-escaped, ``user:password`` in base64 as HTTP basic sends it, a bearer token, the fields
+of a digest ``Authorization`` header; a form shorter than 8 characters only where it stands as a word of its own,
+never inside other words), and which also goes through the default redactor.
 
-Server errors that are not transient: Virtuoso answers HTTP 500 with ``Virtuoso <SQLSTATE> Error <code>: ...`` for a
-query it cannot compile, a value it refuses or a missing permission; such an answer is final unless its SQLSTATE says
-the transaction may succeed when tried again (class ``40``: deadlock, serialization failure; ``08``: connection;
-``S1T00``/``HYT00``: timeout). A missing permission (``SR186``) is a :class:`RemoteAuthError` like a 401 or 403.
+What is retried (:func:`may_pass_again`): a connection refused or reset, a timeout, HTTP 408, 429, 502, 503 and 504,
+and a 500 that says it is transient (a ``Retry-After`` header, or a Virtuoso SQLSTATE saying the transaction may
+succeed when tried again: class ``40``, deadlock or serialization failure; ``08``, connection; ``S1T00``/``HYT00``,
+timeout). Final at once: a TLS handshake that fails (a certificate not trusted, or a plain-HTTP server on the port,
+which answers no handshake), every other 4xx and 5xx (a 500 is how Oxigraph answers a query it cannot evaluate and
+how Virtuoso answers a query it cannot compile, a value it refuses or a missing permission: sent again, the same
+request fails the same way), and an answer the server began as success and then ended with an error (Oxigraph
+streams results: a ``SERVICE`` call that fails part-way ends the body with the error's text). A missing Virtuoso
+permission (``SR186``) is a :class:`RemoteAuthError` like a 401 or 403.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import logging
 import os
 import random
 import re
+import ssl
 import time
 from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
@@ -43,19 +51,25 @@ __all__ = [
     "TOKEN_ENV",
     "USER_ENV",
     "AuthScheme",
+    "FailedWhileAnswering",
     "HttpClient",
     "MalformedAnswer",
     "RemoteAuthError",
     "RemoteConnectionError",
+    "RemoteEvaluationError",
     "RemoteHTTPError",
     "RemoteQueryError",
     "RemoteResultError",
     "RemoteStoreError",
+    "RemoteTLSError",
     "RemoteTimeoutError",
     "RemoteTruncatedError",
+    "SecretForms",
     "check_url",
     "credentials_from_env",
     "env_number",
+    "may_pass_again",
+    "message_after_partial_answer",
     "safe_url",
 ]
 
@@ -78,6 +92,11 @@ _XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 _RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 _VIRTUOSO_ERROR = re.compile(r"Virtuoso (\w{5}) Error (\w+)")
 _TRANSIENT_SQLSTATE = re.compile(r"40\w{3}|08\w{3}|S1T00|HYT00")
+_RETRIED_STATUSES = frozenset({408, 429, 502, 503, 504})
+"""Answers that say nothing is wrong with the request: the server (or a gateway before it) was busy, down or slow."""
+SHORT_SECRET = 8
+"""A secret (or a form of it) shorter than this is masked only where it stands as a word of its own: masked inside
+words, a password ``e`` would turn every ``e`` of a message into ``***``."""
 _AUTHORIZATION_VALUE = re.compile(r"(?i)(authorization\W{0,6}\s*)(?:basic|bearer|digest)\b[^\r\n\"']*")
 _DIGEST_FIELD = re.compile(r'(?i)\b(response|cnonce|username)(\s*=\s*)("[^"]*"|[^\s,"]+)')
 
@@ -102,6 +121,10 @@ class RemoteTimeoutError(RemoteConnectionError):
     """The server did not answer within the timeout (after the retries allowed)."""
 
 
+class RemoteTLSError(RemoteConnectionError):
+    """The TLS handshake failed (a certificate not trusted, or a plain-HTTP server on the port): not retried."""
+
+
 class RemoteHTTPError(RemoteStoreError):
     """The server answered with an HTTP error: ``status`` is its code, ``body`` a short excerpt of what it said."""
 
@@ -119,6 +142,15 @@ class RemoteAuthError(RemoteHTTPError):
 class RemoteResultError(RemoteStoreError):
     """The server answered with success but its body is not what the protocol says (malformed SPARQL JSON results,
     an HTML page from a proxy, unreadable RDF): retried like a network error for reads, then raised."""
+
+
+class RemoteEvaluationError(RemoteStoreError):
+    """The server began a success answer to a query, then ended it with an error: the query failed while it ran (a
+    ``SERVICE`` call that failed, on Oxigraph). ``detail`` is what the server wrote; not retried."""
+
+    def __init__(self, message: str, *, method: str | None = None, url: str | None = None, detail: str = "") -> None:
+        super().__init__(message, method=method, url=url)
+        self.detail = detail
 
 
 class RemoteQueryError(RemoteHTTPError, ValueError):
@@ -208,6 +240,19 @@ class _BearerAuth(httpx.Auth):
         return "_BearerAuth(***)"
 
 
+SecretForms = tuple[tuple[str, re.Pattern[str] | None], ...]
+"""The texts to mask, longest first, each with the pattern of where it stands as a word when it is short."""
+
+
+def _maskable(forms: set[str]) -> SecretForms:
+    """``forms`` longest first, a short one with the pattern that finds it where no letter, digit or ``_`` is next to
+    it (a password ``e`` is masked in ``password=e``, not in ``request``)."""
+    return tuple(
+        (form, re.compile(rf"(?<!\w){re.escape(form)}(?!\w)") if len(form) < SHORT_SECRET else None)
+        for form in sorted(forms, key=len, reverse=True)
+    )
+
+
 def _secret_forms(user: str | None, secret: str) -> set[str]:
     """Every form in which a server may quote ``secret`` (a password or token) back: as given, URL-encoded,
     JSON-escaped, and in base64 as HTTP basic authentication sends it (``user:password``)."""
@@ -220,15 +265,16 @@ def _secret_forms(user: str | None, secret: str) -> set[str]:
     return {form for form in forms if form}
 
 
-def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, tuple[str, ...]]:
-    """The authentication the environment asks for, its scheme, and the texts that must never be shown."""
+def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, SecretForms]:
+    """The authentication the environment asks for, its scheme, and the texts that must never be shown (with where a
+    short one is masked)."""
     env = os.environ
     user, password, token = env.get(USER_ENV), env.get(PASSWORD_ENV), env.get(TOKEN_ENV)
     scheme = (env.get(AUTH_ENV) or "basic").strip().lower()
     if token and (user or password):
         raise StoreError(f"set either ${TOKEN_ENV} or ${USER_ENV} and ${PASSWORD_ENV}, not both")
     if token:
-        return _BearerAuth(token), AuthScheme.BEARER, tuple(sorted(_secret_forms(None, token), key=len, reverse=True))
+        return _BearerAuth(token), AuthScheme.BEARER, _maskable(_secret_forms(None, token))
     if user or password:
         if not (user and password is not None):
             raise StoreError(f"${USER_ENV} and ${PASSWORD_ENV} go together: set both")
@@ -237,7 +283,7 @@ def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, tuple[str, ..
         kind = AuthScheme(scheme)
         auth = httpx.DigestAuth(user, password) if kind is AuthScheme.DIGEST else httpx.BasicAuth(user, password)
         secrets = _secret_forms(user, password) if password else set()
-        return auth, kind, tuple(sorted(secrets, key=len, reverse=True))
+        return auth, kind, _maskable(secrets)
     return None, AuthScheme.NONE, ()
 
 
@@ -247,6 +293,12 @@ def credentials_from_env() -> tuple[httpx.Auth | None, AuthScheme, tuple[str, ..
 class MalformedAnswer(Exception):
     """Raised by a ``read`` callback of :meth:`HttpClient.request` for a success answer whose body is not what was
     expected (retried like a network error, then a :class:`RemoteResultError`); the message says what is wrong."""
+
+
+class FailedWhileAnswering(Exception):
+    """Raised by a ``read`` callback of :meth:`HttpClient.request` for a success answer that the server ended with an
+    error of its own (:func:`message_after_partial_answer`): the query failed while it ran. Not retried: raised as a
+    :class:`RemoteEvaluationError` whose message is this exception's."""
 
 
 class HttpClient:
@@ -284,8 +336,8 @@ class HttpClient:
     def redact(self, text: str) -> str:
         """``text`` with every form of the credentials in use, and any ``Authorization`` header value or digest
         field it quotes, masked; then through the default redactor (keys, tokens, URL credentials)."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
+        for secret, as_word in self._secrets:
+            text = as_word.sub("***", text) if as_word is not None else text.replace(secret, "***")
         text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + "***", text)
         text = _DIGEST_FIELD.sub(lambda match: match.group(1) + match.group(2) + '"***"', text)
         return DEFAULT_REDACTOR.redact_text(text)
@@ -337,6 +389,10 @@ class HttpClient:
             try:
                 response = self._send(method, url, content=content, data=data, headers=headers or {})
             except httpx.TransportError as exc:
+                tls = _tls_failure(exc)
+                if tls is not None:  # the same handshake fails the same way: never retried
+                    hint = " (is it a plain-HTTP server? then give an http:// URL)" if tls.plain_http else ""
+                    raise RemoteTLSError(f"{method} {shown}: the TLS handshake failed: {self.redact(tls.reason)}{hint}", method=method, url=shown) from None
                 # A connection that could not be opened sent nothing: safe to retry even for updates.
                 retryable = idempotent or isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
                 what = f"timed out ({type(exc).__name__})" if isinstance(exc, httpx.TimeoutException) else f"failed: {self.redact(str(exc)) or type(exc).__name__}"
@@ -352,6 +408,9 @@ class HttpClient:
                     return response
                 try:
                     return read(response)
+                except FailedWhileAnswering as exc:
+                    detail = self.redact(str(exc))
+                    raise RemoteEvaluationError(f"{method} {shown}: {detail}", method=method, url=shown, detail=detail) from None
                 except MalformedAnswer as exc:
                     if idempotent and not last_try:
                         self._wait(attempt, None, f"{method} {shown}: {exc}")
@@ -360,7 +419,7 @@ class HttpClient:
                     raise RemoteResultError(
                         f"{method} {shown}: HTTP {status} but {self.redact(str(exc))}{tries}", method=method, url=shown
                     ) from None
-            if (status == 429 or status >= 500 and _transient(response)) and idempotent and not last_try:
+            if may_pass_again(response) and idempotent and not last_try:
                 self._wait(attempt, response.headers.get("Retry-After"), f"{method} {shown} got HTTP {status}")
                 continue
             raise self._http_error(method, shown, response, attempt, is_query=is_query)
@@ -405,6 +464,11 @@ class HttpClient:
             raise MalformedAnswer(f"the answer is {media or 'without a content type'}, not SPARQL JSON results (is it a SPARQL 1.1 query endpoint?)")
         try:
             doc = response.json()
+        except json.JSONDecodeError as exc:
+            message = message_after_partial_answer(exc.doc, exc.pos)
+            if message is not None:
+                raise FailedWhileAnswering(message) from None
+            raise MalformedAnswer(f"the answer is not valid JSON ({exc})") from None
         except ValueError as exc:
             raise MalformedAnswer(f"the answer is not valid JSON ({exc})") from None
         cap = response.headers.get(MAX_ROWS_HEADER)
@@ -415,11 +479,59 @@ _VIRTUOSO_PERMISSION_ERRORS = frozenset({"SR186", "SQ033"})
 """Virtuoso's errors for a missing permission (no ``SPARQL_UPDATE`` role, no ``SELECT`` right), sent as HTTP 500."""
 
 
-def _transient(response: httpx.Response) -> bool:
-    """Whether a 5xx answer may succeed when the request is sent again: not when it says what is wrong with the
-    request (Virtuoso's compile errors, refused values, missing permissions), unless the transaction failed."""
-    match = _VIRTUOSO_ERROR.search(response.text[:500])
-    return match is None or _TRANSIENT_SQLSTATE.fullmatch(match.group(1)) is not None
+def may_pass_again(response: httpx.Response) -> bool:
+    """Whether an error answer may turn into success when the same request is sent again (see the module): 408, 429,
+    502, 503, 504, and a 500 that says it is transient; not an answer that says what is wrong with the request
+    (Virtuoso's compile errors, refused values, missing permissions, even as a 503), unless the transaction failed."""
+    status = response.status_code
+    if status < 500:
+        return status in _RETRIED_STATUSES
+    virtuoso = _VIRTUOSO_ERROR.search(response.text[:500])
+    if virtuoso is not None:
+        return _TRANSIENT_SQLSTATE.fullmatch(virtuoso.group(1)) is not None
+    return status in _RETRIED_STATUSES or status == 500 and "Retry-After" in response.headers
+
+
+_PARTIAL_ANSWER = re.compile(r'\s*(?:\{\s*"head"|<|_:)')
+"""How a SPARQL JSON results or N-Triples answer begins."""
+
+
+def message_after_partial_answer(text: str, stop: int) -> str | None:
+    """The error a server wrote into a success answer after it had begun it (Oxigraph streams results and ends the
+    body with the text of an error met part-way: ``{"head":...,"bindings":[Connection refused (os error 111)``), or
+    None when the body is only cut or malformed. ``stop`` is where the answer stops being valid; what follows it is
+    the server's message when it is one line of text, not the start of a term."""
+    tail = text[stop:].strip()
+    begun = stop == 0 or _PARTIAL_ANSWER.match(text) is not None
+    # A cut answer leaves a part of a term (`tru`, `<http://ex`, `"val`), never words.
+    if not begun or "\n" in tail or " " not in tail or tail[0] in '{}[],:"<_':
+        return None
+    return tail
+
+
+@dataclass(frozen=True)
+class _TLSFailure:
+    """Why a TLS handshake failed, and whether the port seems to speak plain HTTP."""
+
+    reason: str
+    plain_http: bool
+
+
+def _tls_failure(exc: BaseException) -> _TLSFailure | None:
+    """The TLS handshake failure behind an httpx error, if that is what it is: an ``ssl.SSLError`` (an untrusted
+    certificate; ``WRONG_VERSION_NUMBER`` when the server answered in plain HTTP), or a handshake that got no answer
+    (a plain-HTTP server waits for a request line and never answers the handshake)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLError):
+            reason = getattr(cause, "reason", None) or ""
+            return _TLSFailure(str(cause), reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"))
+        if isinstance(cause, TimeoutError) and "handshake" in str(cause):
+            return _TLSFailure(f"the server accepted the connection but answered no TLS handshake ({cause})", True)
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _retry_after_seconds(value: str | None) -> float | None:

@@ -44,21 +44,34 @@ import httpx
 import pyoxigraph as ox
 
 from dspy_rdf import vocab as v
-from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, TraceStore, mapped_number, term_from_json
+from dspy_rdf.store.base import (
+    EncodedTrace,
+    SparqlJson,
+    StoreError,
+    TraceStore,
+    check_trace_iri,
+    failed_query_message,
+    mapped_number,
+    term_from_json,
+)
 from dspy_rdf.store.http import (
     SPARQL_JSON,
+    FailedWhileAnswering,
     HttpClient,
     MalformedAnswer,
     RemoteAuthError,
     RemoteConnectionError,
+    RemoteEvaluationError,
     RemoteHTTPError,
     RemoteQueryError,
     RemoteResultError,
     RemoteStoreError,
     RemoteTimeoutError,
+    RemoteTLSError,
     RemoteTruncatedError,
     check_url,
     env_number,
+    message_after_partial_answer,
     safe_url,
 )
 
@@ -69,11 +82,13 @@ __all__ = [
     "WRITE_ENV",
     "RemoteAuthError",
     "RemoteConnectionError",
+    "RemoteEvaluationError",
     "RemoteHTTPError",
     "RemoteQueryError",
     "RemoteResultError",
     "RemoteStore",
     "RemoteStoreError",
+    "RemoteTLSError",
     "RemoteTimeoutError",
     "RemoteTruncatedError",
     "WriteMethod",
@@ -257,9 +272,14 @@ class RemoteStore(TraceStore):
     # --- SPARQL ----------------------------------------------------------------------------------------------
 
     def _query(self, sparql: str) -> tuple[SparqlJson, int | None]:
+        def read(response: httpx.Response) -> tuple[SparqlJson, int | None]:
+            try:
+                return self._http.results(response)
+            except FailedWhileAnswering as exc:
+                raise FailedWhileAnswering(failed_query_message(sparql, str(exc), "on the server")) from None
+
         return self._http.request(
-            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True,
-            read=self._http.results,
+            "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True, read=read
         )
 
     def select(self, sparql: str) -> SparqlJson:
@@ -310,6 +330,10 @@ class RemoteStore(TraceStore):
                 canonical.extend(ox.Quad(t.subject, t.predicate, t.object) for t in ox.parse(response.content, format=source))
                 return canonical.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph()) or b""
             except SyntaxError as exc:
+                body = response.text.rstrip()
+                message = message_after_partial_answer(body, body.rfind("\n") + 1)
+                if message is not None:
+                    raise FailedWhileAnswering(failed_query_message(sparql, message, "on the server")) from None
                 raise MalformedAnswer(f"the answer is not valid {media}: {exc}") from None
 
         return self._http.request(
@@ -400,7 +424,7 @@ class RemoteStore(TraceStore):
 
     def delete(self, iri: str) -> bool:
         """DELETE the trace's graph; ``False`` when the server says it does not exist (404)."""
-        _iri_ref(iri)
+        _iri_ref(check_trace_iri(iri))
         response = self._http.request("DELETE", self._graph_url(iri), idempotent=True, ok_statuses=(404,))
         return response.status_code != 404
 
@@ -409,11 +433,12 @@ class RemoteStore(TraceStore):
         fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
         names = traces if traces is not None else self.trace_iris()
         for name in names:
-            _iri_ref(name)
+            _iri_ref(check_trace_iri(name))
         sizes = self._graph_sizes(names)
+        missing = [iri for iri in names if not sizes.get(iri)]
+        if missing:  # every trace checked before anything is written
+            raise StoreError(f"no trace {missing[0]} in the store at {self.location}")
         for iri in names:
-            if not sizes.get(iri):
-                raise StoreError(f"no trace {iri} in the store at {self.location}")
             handle.write(ox.serialize(self._graph_quads(iri, sizes[iri]), format=fmt, prefixes=v.PREFIXES if trig else None))
         return len(names)
 
