@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pyoxigraph
 import pytest
@@ -336,6 +337,10 @@ def test_a_misspelt_url_given_to_a_store_sink_is_refused(tmp_path, monkeypatch):
     with pytest.raises(StoreError, match=r"did you mean http://127\.0\.0\.1/x\?"):
         StoreSink("HTTP:/127.0.0.1/x", background=False)
     assert list(tmp_path.iterdir()) == []
+    for background in (False, True):  # a Path is a directory, whatever its name
+        with StoreSink(Path("localhost:7878"), background=background):
+            pass
+    assert [p.name for p in tmp_path.iterdir()] == ["localhost:7878"]
 
 
 def test_a_url_lookalike_never_shows_the_credentials_in_it(tmp_path, monkeypatch):

@@ -196,7 +196,7 @@ class StoreSink(_Background):
         self.redactor = redactor
         self._lock = threading.Lock()
         given = isinstance(store, TraceStore)
-        target = None if given else str(store) if store else default_store_target()
+        target = None if given else store if isinstance(store, Path) else str(store) if store else default_store_target()
         self._target = target
         self._owned = not given
         self.store: TraceStore | None = store if given else None
