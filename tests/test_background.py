@@ -319,3 +319,63 @@ def test_the_writer_process_makes_its_sink_without_importing_dspy(tmp_path, monk
     )
     assert len(specs) == 2
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def _record(recorder: TraceRecorder, answers: list[str]) -> list[m.Trace]:
+    """Run a Predict program once per answer, recorded by ``recorder`` and by a recorder that builds each run in the
+    program; return the latter's runs, untimed (each recorder notes its own times)."""
+    built = MemorySink()
+    mirror = TraceRecorder(built)
+    with dspy.context(lm=EchoLM(), callbacks=[recorder, mirror]):
+        for answer in answers:
+            dspy.Predict("question -> answer")(question=f"say {answer}")
+    return [_untimed(trace) for trace in built.traces]
+
+
+def _untimed(trace: m.Trace) -> m.Trace:
+    trace = copy.deepcopy(trace)
+    trace.started_at = trace.ended_at = None
+    for call in trace.calls:
+        call.started_at, call.ended_at = "", None
+    return trace
+
+
+def test_runs_handed_over_as_recorded_are_built_by_the_writer_process_into_the_same_traces(tmp_path):
+    recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
+    assert recorder.sink.builds_runs  # the program only records: the writer process builds each trace
+    expected = _record(recorder, ["a", "b", "c"])
+    recorder.close()
+    assert [_untimed(t) for t in stored_runs(tmp_path / "runs.jsonl")] == expected and recorder.errors == []
+
+
+def test_a_recorded_run_the_writer_process_cannot_write_goes_back_to_the_recorder_built(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    recorder = TraceRecorder(FileSink(path))
+    _record(recorder, ["a"])
+    recorder.flush()
+    path.unlink()
+    path.mkdir()  # appending to it now fails in the writer process
+    [expected] = _record(recorder, ["b"])
+    recorder.close()
+    assert [_untimed(t) for t in recorder.unwritten] == [expected]
+    assert len(recorder.errors) == 1 and "IsADirectoryError" in recorder.errors[0]
+
+
+def test_what_the_writer_process_notes_of_a_run_it_built_reaches_the_recorder(tmp_path):
+    recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
+    _record(recorder, ["half \ud83d"])
+    recorder.flush()
+    assert len(recorder.errors) == 1 and "not kept exactly" in recorder.errors[0]
+    recorder.close()
+    [trace] = stored_runs(tmp_path / "runs.jsonl")
+    assert trace.losses
+
+
+def test_recorded_runs_the_killed_writer_process_had_not_confirmed_are_built_and_written_by_the_program(tmp_path):
+    recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
+    expected = _record(recorder, ["a", "b"])
+    os.kill(recorder.sink._writer._process.pid, signal.SIGKILL)
+    expected += _record(recorder, ["c", "d"])
+    recorder.close()
+    assert recorder.unwritten == [] and recorder.errors == []
+    assert {trace_iri(_untimed(t)) for t in stored_runs(tmp_path / "runs.jsonl")} == {trace_iri(t) for t in expected}

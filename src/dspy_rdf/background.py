@@ -111,8 +111,9 @@ class BackgroundWriter:
     """A child process that writes runs with the sink ``spec`` describes (see :func:`make_sink`).
 
     ``fallback()`` makes the same sink in this process, for when the child is gone; ``on_failure(trace, reason)``
-    receives each run that could not be written (in the program's thread that next hands a run over, flushes or
-    closes). Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
+    receives each run that could not be written and ``on_note(text)`` what the child's sink said of a run it wrote
+    (that some of its values were not kept exactly), both in the program's thread that next hands a run over, flushes
+    or closes. Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
     with the error the sink raised.
 
     No thread of the program's own waits for the child's answers: they are read when the program next hands a run
@@ -120,9 +121,12 @@ class BackgroundWriter:
     program runs, costs the program more CPU than handing the run over.
     """
 
-    def __init__(self, spec: tuple, *, fallback: Callable[[], Any], on_failure: Callable[[Any, str], None]) -> None:
+    def __init__(
+        self, spec: tuple, *, fallback: Callable[[], Any], on_failure: Callable[[Any, str], None], on_note: Callable[[str], None]
+    ) -> None:
         self.fallback = fallback
         self.on_failure = on_failure
+        self.on_note = on_note
         self._pid = os.getpid()
         # Held for every exchange with the child (the order of runs, reading answers, the switch to writing here).
         # Reentrant: ``on_failure`` runs under it and may hand a run over or flush.
@@ -251,6 +255,8 @@ class BackgroundWriter:
             if kind == "done":
                 for number in answer[1]:
                     self._pending.pop(number, None)
+                for note in answer[2]:
+                    self.on_note(note)
             elif kind == "failed":
                 trace = self._pending.pop(answer[1], None)
                 if trace is not None:
@@ -304,25 +310,31 @@ def make_sink(spec: tuple[str, dict[str, Any]]) -> Any:
 _BATCH_RUNS = 64  # runs written together at most, so that answers keep coming under a long backlog
 
 
-def _write_runs(sink: Any, runs: list[tuple[int, Any]], stdout: BinaryIO) -> None:
+def _write_runs(sink: Any, runs: list[tuple[int, Any]], notes: list[str], stdout: BinaryIO) -> None:
     """Write runs, together when the sink can (``write_many``: one atomic store write, answered with one "done"); else,
-    or if it refuses any, each on its own, answered as it is written ("done", or "failed" with the reason)."""
+    or if it refuses any, each on its own, answered as it is written ("done", or "failed" with the reason). A "done"
+    carries what the sink noted meanwhile (``notes``, which its ``on_losses`` fills)."""
     together = False
     if len(runs) > 1 and hasattr(sink, "write_many"):
         try:
-            together = sink.write_many([trace for _, trace in runs])
+            together = sink.write_many([run for _, run in runs])
         except Exception:  # noqa: BLE001, S110 - each run again on its own, so that each failure is its own
             pass
+        if not together:
+            del notes[:]  # the runs built for the batch are built again below, and noted then
     if not together:
-        for number, trace in runs:  # each answered once written: a child killed mid-batch leaves none unconfirmed
+        for number, run in runs:  # each answered once written: a child killed mid-batch leaves none unconfirmed
             try:
-                sink.write(trace)
-            except Exception as exc:  # noqa: BLE001 - the run goes back to the program
+                sink.write(run)
+            except Exception as exc:  # noqa: BLE001 - the run goes back to the program, which notes what it builds
+                del notes[:]
                 _send(stdout, ("failed", number, f"{type(exc).__name__}: {exc}"))
             else:
-                _send(stdout, ("done", [number]))
+                _send(stdout, ("done", [number], notes[:]))
+                del notes[:]
         return
-    _send(stdout, ("done", [number for number, _ in runs]))
+    _send(stdout, ("done", [number for number, _ in runs], notes[:]))
+    del notes[:]
 
 
 def _serve() -> None:
@@ -343,6 +355,8 @@ def _serve() -> None:
     except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it
         _send(stdout, ("error", type(exc).__name__, str(exc)))
         return
+    notes: list[str] = []
+    sink.on_losses = notes.append
     _send(stdout, ("ready",))
     try:
         message = inbox.next()
@@ -354,7 +368,7 @@ def _serve() -> None:
             runs = [(message[1], message[2])]
             while len(runs) < _BATCH_RUNS and (message := inbox.next(wait=False)) is not None and message[0] == "run":
                 runs.append((message[1], message[2]))
-            _write_runs(sink, runs, stdout)
+            _write_runs(sink, runs, notes, stdout)
             if message is None or message[0] == "run":
                 message = inbox.next()
     finally:

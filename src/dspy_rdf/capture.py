@@ -29,11 +29,13 @@ the parent's call id inside a start handler) and its error, if it raised:
   ``dspy.ReAct``, which asks for tools in text fields) it is linked to the last LM call of that module call
   that ended before it started (``preceding_lm_call``). Both are marked as inferred in the graph.
 
-Handlers are thread-safe (one lock; runs started in other threads, as ``dspy.Parallel`` does, are separate
-runs, except the evaluated program's). Converting and writing a run happens once, when it ends, so a call adds
-only a few dictionary updates to the program's own work (``bench/bench_capture.py`` measures it). The run is
-converted in the thread that ends it, before the program's call returns: a ``MemorySink`` has it then, and a
-``FileSink`` or ``StoreSink`` hands it to its writer process (read them after :meth:`TraceRecorder.flush`).
+Handlers are thread-safe (one lock; a top-level call started in another thread, as a top-level ``dspy.Parallel``
+makes, is a run of its own, but the calls a module makes in other threads, and the evaluated program's, belong to its
+run). Each call converts the live values it keeps to JSON data when it starts or ends, and the rest happens once, when
+the run ends (:mod:`dspy_rdf.runs`: reading the history entries, pairing, times), so a call adds little to the
+program's own work (``bench/bench_capture.py`` measures it). A ``MemorySink`` (or an ``on_run`` callback) gets the
+built trace before the program's call returns; a ``FileSink`` or ``StoreSink`` is handed the run as recorded, and its
+writer process builds and writes it (read them after :meth:`TraceRecorder.flush`).
 The recorder starts no thread in the program. A callback must never break the program, and DSPy swallows callback
 exceptions: a run is never lost. A value without a JSON form, or whose text cannot be read, is kept as its text (or
 its type's name); text that no trace can hold (a lone UTF-16 surrogate) gets U+FFFD in its place; a setting an LM
@@ -46,23 +48,18 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.fields import kind_of
 from dspy_rdf.identity import canonical_json, key_from_payload
 from dspy_rdf.live import json_data, loss, text_of, unicode_text
-from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
+from dspy_rdf.pairing import within
+from dspy_rdf.runs import RecordedRun, ReturnedCall, build_trace, loss_note
 from dspy_rdf.sinks import FileSink, MemorySink, Sink, StoreSink
-from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
-from dspy_rdf.sources.history_dict import entry_from_history_dict
 
 try:
     import dspy
@@ -85,10 +82,7 @@ _MAX_ITEMS = 200
 _MAX_DEPTH = 12
 
 
-_PENDING = ""  # a call's times are set from _Run.starts/ends when its run is built
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+_PENDING = ""  # a call's times are set from the run's starts and ends when its trace is built
 
 
 def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, losses: list[dict[str, str]] | None = None, path: str = "") -> Any:
@@ -160,17 +154,11 @@ def _at(index: int, losses: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 @dataclass
-class _Run:
-    calls: list[m.Call] = field(default_factory=list)
-    # Handlers note epoch seconds (cheap); they become xsd:dateTime text when the run is built.
-    starts: list[float] = field(default_factory=list)
-    ends: list[float | None] = field(default_factory=list)
-    # LM call index -> its history entry as JSON data, converted when the call ended (a program may change the live
-    # objects afterwards, e.g. append to the message list it passed); `claimed` holds the ids of the live entries taken.
-    entries: dict[int, Any] = field(default_factory=dict)
-    claimed: set[int] = field(default_factory=set)
-    losses: list[dict[str, str]] = field(default_factory=list)  # what was kept as text or left out, and where
-    returned: dict[int, list[Any]] = field(default_factory=dict)  # module call index -> the live dspy.ToolCall objects it returned
+class _Run(RecordedRun):
+    """A run being recorded: the plain record (see :class:`~dspy_rdf.runs.RecordedRun`) and what only the program
+    holds while the run goes on."""
+
+    claimed: set[int] = field(default_factory=set)  # ids of the live lm.history entries taken by its LM calls
     outputs: dict[int, Any] = field(default_factory=dict)  # module call index -> its live outputs, while an evaluation may ask
     evaluations: dict[int, Any] = field(default_factory=dict)  # evaluate call index -> the live EvaluationResult
     open_calls: int = 0
@@ -190,7 +178,8 @@ class TraceRecorder(BaseCallback):
 
     ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
     after the sink, e.g. to print its IRI (in the thread that ended the run; a ``FileSink`` or ``StoreSink`` writes
-    it later: its runs and failures are all in after :meth:`flush`). :attr:`errors` lists, one line each, every run that was recorded with a
+    it later: its runs and failures are all in after :meth:`flush`); the trace is then built in the program, which
+    a writer process would otherwise do. :attr:`errors` lists, one line each, every run that was recorded with a
     loss (a value kept as text, see ``Trace.losses``) and every run the sink could not write; a run the sink could
     not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
     """
@@ -211,6 +200,8 @@ class TraceRecorder(BaseCallback):
         self._lock = threading.Lock()
         if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
             self.sink.on_failure = self._not_written
+        if hasattr(self.sink, "on_losses"):  # and which runs it built had values not kept exactly
+            self.sink.on_losses = self._report
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
@@ -278,7 +269,7 @@ class TraceRecorder(BaseCallback):
         def update(run: _Run, index: int, call: m.ModuleCall, losses: list[dict[str, str]]) -> None:
             if outputs is not None:
                 call.output_summary = summarize(outputs, max_chars=self.max_chars, losses=losses, path="output_summary")
-            returned = _returned_tool_calls(outputs)
+            returned = _returned_tool_calls(outputs, losses)
             if returned:
                 run.returned[index] = returned
             if self._evaluating and outputs is not None:
@@ -400,32 +391,39 @@ class TraceRecorder(BaseCallback):
     # -- finishing a run --
 
     def _finish(self, run: _Run) -> None:
-        # Built and handed to the sink in the thread that ends the run, before the program's call returns: a thread
-        # of the recorder's own, woken for each run, cost the program more CPU than building the run (see
-        # docs/benchmarks.md); a FileSink or StoreSink hands the built run to its writer process.
-        self._build_and_write(run)
-
-    def _build_and_write(self, run: _Run) -> None:
+        # In the thread that ends the run, before the program's call returns (a thread of the recorder's own, woken
+        # for each run, cost the program more CPU than the work it took over; docs/benchmarks.md). A sink that writes
+        # in a process of its own is handed the run as recorded and builds the trace there; otherwise it is built here.
+        for index, result in run.evaluations.items():
+            run.calls[index].example_results = _example_results(result, run, index, self.max_chars, run.losses)
+        recorded = RecordedRun(
+            calls=run.calls, starts=run.starts, ends=run.ends, entries=run.entries, returned=run.returned,
+            losses=run.losses, dspy_version=getattr(dspy, "__version__", None),
+        )  # fmt: skip
+        item: RecordedRun | m.Trace = recorded
+        if self.on_run is not None or not getattr(self.sink, "builds_runs", False):
+            item = build_trace(recorded)
+            if (note := loss_note(item)) is not None:
+                self._report(note)
         try:
-            trace = self._build(run)
-        except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the run: keep what every call recorded
-            trace = self._bare(run, f"{type(exc).__name__}: {exc}")
-        if trace.losses:
-            where = ", ".join(x["field"] for x in trace.losses[:3]) + (" ..." if len(trace.losses) > 3 else "")
-            self._report(f"a run of {len(run.calls)} calls was recorded with {len(trace.losses)} value(s) not kept exactly ({where}; the trace lists them in losses)")
-        try:
-            self.sink.write(trace)
+            self.sink.write(item)
         except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead
-            self.unwritten.append(trace)
-            self._report(f"a run of {len(run.calls)} calls could not be written ({type(exc).__name__}: {exc}); it is kept in recorder.unwritten")
+            self._not_written(item, f"{type(exc).__name__}: {exc}")
             return
         if self.on_run is not None:
-            self.on_run(trace)
+            self.on_run(item)
 
-    def _not_written(self, trace: m.Trace, reason: str) -> None:
+    def _not_written(self, item: RecordedRun | m.Trace, reason: str) -> None:
+        trace = item if isinstance(item, m.Trace) else self._built(item)
         with self._lock:
             self.unwritten.append(trace)
         self._report(f"a run of {len(trace.calls)} calls could not be written ({reason}); it is kept in recorder.unwritten")
+
+    def _built(self, recorded: RecordedRun) -> m.Trace:
+        trace = build_trace(recorded)
+        if (note := loss_note(trace)) is not None:
+            self._report(note)
+        return trace
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
@@ -443,42 +441,6 @@ class TraceRecorder(BaseCallback):
         message = f"dspy-rdf: {message}"
         self.errors.append(message)
         logger.warning(message)
-
-    def _build(self, run: _Run) -> m.Trace:
-        losses = list(run.losses)
-        for index, data in run.entries.items():
-            run.calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
-        for call, started, ended in zip(run.calls, run.starts, run.ends):
-            call.started_at = _iso(started)
-            call.ended_at = None if ended is None else _iso(ended)
-        _link_returned_tool_calls(run.calls, run.returned)
-        pair_tool_executions(run.calls, run.starts, run.ends)
-        for index, result in run.evaluations.items():
-            run.calls[index].example_results = _example_results(result, run, index, self.max_chars, losses)
-        root = run.calls[0]
-        return m.Trace(
-            source_kind="program_run",
-            source_format="dspy_callback",
-            dspy_version=getattr(dspy, "__version__", None),
-            started_at=root.started_at,
-            ended_at=root.ended_at,
-            calls=run.calls,
-            losses=losses,
-        )
-
-    def _bare(self, run: _Run, why: str) -> m.Trace:
-        """The run without its LM history entries (the calls, their times and summaries), when building it failed."""
-        for index in run.entries:
-            run.calls[index].entry = None
-        for call, started, ended in zip(run.calls, run.starts, run.ends):
-            call.started_at = _iso(started)
-            call.ended_at = None if ended is None else _iso(ended)
-        root = run.calls[0]
-        return m.Trace(
-            source_kind="program_run", source_format="dspy_callback", dspy_version=getattr(dspy, "__version__", None),
-            started_at=root.started_at, ended_at=root.ended_at, calls=run.calls,
-            losses=[*run.losses, loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")],
-        )
 
 
 def _class_name(obj: Any) -> str:
@@ -537,93 +499,18 @@ def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses:
     return out
 
 
-_MAX_LEFT_OUT = 20
-"""Values of one history entry left out, at most, before the whole entry is (a reader that refuses many is lost)."""
-
-
-def _history_entry(data: Any, path: str, losses: list[dict[str, str]]) -> m.LMHistoryEntry | None:
-    """The canonical form of one ``lm.history`` entry (as JSON data, see :func:`json_data`), read by the reader of its
-    shape. A value the reader refuses (a setting that was NaN and is kept as text where a number belongs) is left out
-    of ``data`` and listed in ``losses``, and the entry read again, so that one odd value does not cost the entry's
-    messages, response and usage; an entry no reader takes is left out and listed in ``losses``."""
-    for _ in range(_MAX_LEFT_OUT + 1):
-        try:
-            if is_typed_entry(data):
-                return entry_from_json(data, path)
-            if isinstance(data, dict):
-                return entry_from_history_dict(data, path)
-            raise TraceInputError(f"expected an lm.history entry, got {kind_of(data)}", field=path)
-        except TraceInputError as exc:
-            inside = exc.field[len(path) + 1 :] if exc.field.startswith(path + ".") else ""
-            left_out = _leave_out(data, inside) if inside else _ABSENT
-            if left_out is _ABSENT:
-                losses.append(loss(path, f"the LM history entry could not be read ({exc.reason}); left out"))
-                return None
-            shown = canonical_json(left_out) if not isinstance(left_out, str) else left_out
-            shown = shown if len(shown) <= 200 else shown[:200] + "…"
-            losses.append(loss(exc.field, f"{exc.reason}; the value {shown!r} was left out"))
-    losses.append(loss(path, f"the LM history entry could not be read (more than {_MAX_LEFT_OUT} values refused); left out"))
-    return None
-
-
-_ABSENT = object()
-_STEP = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
-
-
-def _leave_out(data: Any, where: str) -> Any:
-    """Remove the value at the dotted path ``where`` (``kwargs.temperature``, ``messages[0].content``) from ``data``
-    and return it; :data:`_ABSENT` (and ``data`` unchanged) when there is no value there."""
-    steps = [int(index) if index else key for index, key in _STEP.findall(where)]
-    parent = data
-    for step in steps[:-1]:
-        try:
-            parent = parent[step]
-        except (KeyError, IndexError, TypeError):
-            return _ABSENT
-    last = steps[-1] if steps else None
-    if isinstance(parent, dict) and isinstance(last, str) and last in parent:
-        return parent.pop(last)
-    if isinstance(parent, list) and isinstance(last, int) and 0 <= last < len(parent):
-        return parent.pop(last)
-    return _ABSENT
-
-
-def _returned_tool_calls(outputs: Any) -> list[Any]:
-    """The ``dspy.ToolCall`` objects in the ``dspy.ToolCalls`` values a module returned."""
+def _returned_tool_calls(outputs: Any, losses: list[dict[str, str]]) -> list[ReturnedCall]:
+    """The ``dspy.ToolCall`` objects in the ``dspy.ToolCalls`` values a module returned, as plain data."""
     values = outputs.values() if hasattr(outputs, "values") and hasattr(outputs, "keys") else ()
     found = []
     for value in values:
         if type(value).__name__ == "ToolCalls":
-            found.extend(getattr(value, "tool_calls", None) or [])
+            for position, call in enumerate(getattr(value, "tool_calls", None) or []):
+                path = f"returned_tool_calls[{position}]"
+                call_id = getattr(call, "id", None)
+                found.append(ReturnedCall(
+                    name=text_of(getattr(call, "name", ""), f"{path}.name", losses),
+                    call_id=None if call_id is None else text_of(call_id, f"{path}.id", losses),
+                    args=json_data(getattr(call, "args", None) or {}, path=f"{path}.args", losses=losses),
+                ))  # fmt: skip
     return found
-
-
-def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Any]]) -> None:
-    """Point each module call's returned tool calls at the tool-call parts of the LM responses below it that hold
-    them (same call id, else same name and arguments): one native tool call is one part. A returned call no
-    response holds (an adapter parsed it from text) becomes a tool-call part of the module call itself."""
-    claimed: set[m.PartRef] = set()
-    for index in sorted(returned):
-        module = calls[index]
-        parts = [pair for i in range(index + 1, len(calls)) if within(calls, i, index) for pair in tool_call_parts(calls[i], i)]
-        refs: list[m.PartRef] = []
-        own: list[m.LMToolCallPart] = []
-        for tool_call in returned[index]:
-            name, call_id = str(getattr(tool_call, "name", "")), getattr(tool_call, "id", None)
-            args = json_data(getattr(tool_call, "args", None) or {})
-            match = None
-            for ref, part in parts:
-                if ref in claimed or part.name != name:
-                    continue
-                if call_id is not None and part.call_id == call_id:
-                    match = ref
-                    break
-                if match is None and part.args == args and (call_id is None or part.call_id is None):
-                    match = ref
-            if match is not None:
-                claimed.add(match)
-                refs.append(match)
-            else:
-                own.append(m.LMToolCallPart(name=name, call_id=call_id, args=args if isinstance(args, dict) else {}))
-        module.returned_tool_calls = sorted(refs, key=m.PartRef.order)
-        module.tool_calls = own

@@ -22,6 +22,7 @@ from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
 from dspy_rdf.identity import DEFAULT_BASE, check_base
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.runs import RecordedRun, build_trace, loss_note
 
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
@@ -51,10 +52,13 @@ class MemorySink:
 
 class _Background:
     """What FileSink and StoreSink share: writing in a process of their own (:mod:`dspy_rdf.background`) unless told
-    not to, with ``on_failure`` (set by the recorder) receiving each run that could not be written."""
+    not to. A run comes as a trace, or as the recorder noted it (a :class:`~dspy_rdf.runs.RecordedRun`, built into
+    its trace where it is written). Two callbacks the recorder sets: ``on_failure(run, reason)`` receives each run that
+    could not be written, ``on_losses(note)`` says of a run built here that some of its values were not kept exactly."""
 
     def _start(self, spec: tuple, background: bool) -> None:
-        self.on_failure: Callable[[m.Trace, str], None] | None = None
+        self.on_failure: Callable[[m.Trace | RecordedRun, str], None] | None = None
+        self.on_losses: Callable[[str], None] | None = None
         self._writer = None
         if not background:
             return
@@ -65,9 +69,35 @@ class _Background:
         from dspy_rdf.background import BackgroundWriter, BackgroundWriterError
 
         try:
-            self._writer = BackgroundWriter(spec, fallback=lambda: self._synchronous(), on_failure=self._failed)
+            self._writer = BackgroundWriter(spec, fallback=self._fallback, on_failure=self._failed, on_note=self._noted)
         except BackgroundWriterError as exc:
             raise _sink_error(exc) from None
+
+    def _fallback(self) -> Any:
+        """The same sink writing in this process (the writer process is gone), telling this one's recorder."""
+        sink = self._synchronous()
+        sink.on_losses = self._noted
+        return sink
+
+    @property
+    def builds_runs(self) -> bool:
+        """Whether runs handed over as recorded are built into traces elsewhere (by the writer process)."""
+        return self.writes_later
+
+    def _noted(self, note: str) -> None:
+        if self.on_losses is not None:
+            self.on_losses(note)
+        else:
+            logger.warning("dspy-rdf: %s", note)
+
+    def _trace_of(self, run: m.Trace | RecordedRun) -> m.Trace:
+        """A run as its trace, built here when it comes as recorded (see the class docstring)."""
+        if isinstance(run, m.Trace):
+            return run
+        trace = build_trace(run)
+        if (note := loss_note(trace)) is not None:
+            self._noted(note)
+        return trace
 
     @property
     def writes_later(self) -> bool:
@@ -78,18 +108,18 @@ class _Background:
     def _synchronous(self) -> Any:
         raise NotImplementedError
 
-    def _failed(self, trace: m.Trace, reason: str) -> None:
+    def _failed(self, run: m.Trace | RecordedRun, reason: str) -> None:
         if self.on_failure is not None:
-            self.on_failure(trace, reason)
+            self.on_failure(run, reason)
         else:
             logger.warning("dspy-rdf: a run could not be written (%s)", reason)
 
-    def write(self, trace: m.Trace) -> None:
-        """Hand one run over to the writer process (or write it now, without one)."""
+    def write(self, run: m.Trace | RecordedRun) -> None:
+        """Hand one run (a trace, or a run as recorded) over to the writer process (or write it now, without one)."""
         if self._writer is not None:
-            self._writer.submit(trace)
+            self._writer.submit(run)
         else:
-            self._write_now(trace)
+            self._write_now(self._trace_of(run))
 
     def _write_now(self, trace: m.Trace) -> None:
         raise NotImplementedError
@@ -216,10 +246,11 @@ class StoreSink(_Background):
             iri, why = report.failed[0]
             raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
 
-    def write_many(self, traces: list[m.Trace]) -> bool:
+    def write_many(self, runs: list[m.Trace | RecordedRun]) -> bool:
         """Store several runs in one atomic write (a store's commit costs nearly the same for one run as for many);
         False when the store refused any of them, which :meth:`write` then tells apart one by one (those stored are
         kept as they are). The writer process uses it for the runs that wait together."""
+        traces = [self._trace_of(run) for run in runs]
         with self._lock:
             report = self.store.put(traces, base=self.base, redactor=self.redactor)
         return not report.failed

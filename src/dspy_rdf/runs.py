@@ -1,0 +1,194 @@
+"""A recorded program run as plain data, and the trace it becomes.
+
+The recorder (:mod:`dspy_rdf.capture`) notes each call of a run as it starts and ends, and converts the live values it
+keeps to JSON data then (summaries, tool arguments, each LM call's history entry, the tool calls a module returned).
+What is left once the run has ended needs no live object: reading each history entry into the canonical model,
+linking returned tool calls to the parts that hold them, pairing tool executions with what asked for them, and
+writing times as ``xsd:dateTime``. A :class:`RecordedRun` holds the run at that point and :func:`build_trace` does
+the rest, in the program (for a ``MemorySink``, or an ``on_run`` callback) or in a sink's writer process, so that a
+program whose runs are written elsewhere pays only for recording them. Nothing here imports DSPy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from dspy_rdf import model as m
+from dspy_rdf.errors import TraceInputError
+from dspy_rdf.fields import kind_of
+from dspy_rdf.identity import canonical_json
+from dspy_rdf.live import loss
+from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
+from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
+from dspy_rdf.sources.history_dict import entry_from_history_dict
+
+__all__ = ["RecordedRun", "ReturnedCall", "build_trace", "loss_note"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnedCall:
+    """A ``dspy.ToolCall`` a module returned (in a ``dspy.ToolCalls``), as plain data."""
+
+    name: str
+    call_id: str | None
+    args: Any
+
+
+@dataclass
+class RecordedRun:
+    """A program run as the recorder noted it (see the module docstring).
+
+    ``calls`` are the calls in the order they started, their times still in ``starts`` and ``ends`` (epoch seconds;
+    an end of None for a call that did not end) and each LM call's history entry in ``entries`` (call index -> the
+    entry as JSON data); ``returned`` holds the tool calls each module call returned; ``losses`` what was kept as
+    text or left out while recording, and where."""
+
+    calls: list[m.Call] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    ends: list[float | None] = field(default_factory=list)
+    entries: dict[int, Any] = field(default_factory=dict)
+    returned: dict[int, list[ReturnedCall]] = field(default_factory=dict)
+    losses: list[dict[str, str]] = field(default_factory=list)
+    dspy_version: str | None = None
+
+
+def build_trace(run: RecordedRun) -> m.Trace:
+    """The ``program_run`` trace of a recorded run. It never raises: a run that cannot be built (a bug of ours) is
+    kept without its LM history entries, and says so in its losses."""
+    try:
+        return _built(run)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the run: keep what every call recorded
+        return _bare(run, f"{type(exc).__name__}: {exc}")
+
+
+def loss_note(trace: m.Trace) -> str | None:
+    """One line saying which values of a built run were not kept exactly, or None when all were."""
+    if not trace.losses:
+        return None
+    where = ", ".join(x["field"] for x in trace.losses[:3]) + (" ..." if len(trace.losses) > 3 else "")
+    return f"a run of {len(trace.calls)} calls was recorded with {len(trace.losses)} value(s) not kept exactly ({where}; the trace lists them in losses)"
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+def _set_times(run: RecordedRun) -> None:
+    for call, started, ended in zip(run.calls, run.starts, run.ends):
+        call.started_at = _iso(started)
+        call.ended_at = None if ended is None else _iso(ended)
+
+
+def _trace(run: RecordedRun, losses: list[dict[str, str]]) -> m.Trace:
+    root = run.calls[0]
+    return m.Trace(
+        source_kind="program_run",
+        source_format="dspy_callback",
+        dspy_version=run.dspy_version,
+        started_at=root.started_at,
+        ended_at=root.ended_at,
+        calls=run.calls,
+        losses=losses,
+    )
+
+
+def _built(run: RecordedRun) -> m.Trace:
+    losses = list(run.losses)
+    for index, data in run.entries.items():
+        run.calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
+    _set_times(run)
+    _link_returned_tool_calls(run.calls, run.returned)
+    pair_tool_executions(run.calls, run.starts, run.ends)
+    return _trace(run, losses)
+
+
+def _bare(run: RecordedRun, why: str) -> m.Trace:
+    """The run without its LM history entries (the calls, their times and summaries), when building it failed."""
+    for index in run.entries:
+        run.calls[index].entry = None
+    _set_times(run)
+    return _trace(run, [*run.losses, loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")])
+
+
+_MAX_LEFT_OUT = 20
+"""Values of one history entry left out, at most, before the whole entry is (a reader that refuses many is lost)."""
+
+
+def _history_entry(data: Any, path: str, losses: list[dict[str, str]]) -> m.LMHistoryEntry | None:
+    """The canonical form of one ``lm.history`` entry (as JSON data), read by the reader of its shape. A value the
+    reader refuses (a setting that was NaN and is kept as text where a number belongs) is left out of ``data`` and
+    listed in ``losses``, and the entry read again, so that one odd value does not cost the entry's messages,
+    response and usage; an entry no reader takes is left out and listed in ``losses``."""
+    for _ in range(_MAX_LEFT_OUT + 1):
+        try:
+            if is_typed_entry(data):
+                return entry_from_json(data, path)
+            if isinstance(data, dict):
+                return entry_from_history_dict(data, path)
+            raise TraceInputError(f"expected an lm.history entry, got {kind_of(data)}", field=path)
+        except TraceInputError as exc:
+            inside = exc.field[len(path) + 1 :] if exc.field.startswith(path + ".") else ""
+            left_out = _leave_out(data, inside) if inside else _ABSENT
+            if left_out is _ABSENT:
+                losses.append(loss(path, f"the LM history entry could not be read ({exc.reason}); left out"))
+                return None
+            shown = canonical_json(left_out) if not isinstance(left_out, str) else left_out
+            shown = shown if len(shown) <= 200 else shown[:200] + "…"
+            losses.append(loss(exc.field, f"{exc.reason}; the value {shown!r} was left out"))
+    losses.append(loss(path, f"the LM history entry could not be read (more than {_MAX_LEFT_OUT} values refused); left out"))
+    return None
+
+
+_ABSENT = object()
+_STEP = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _leave_out(data: Any, where: str) -> Any:
+    """Remove the value at the dotted path ``where`` (``kwargs.temperature``, ``messages[0].content``) from ``data``
+    and return it; :data:`_ABSENT` (and ``data`` unchanged) when there is no value there."""
+    steps = [int(index) if index else key for index, key in _STEP.findall(where)]
+    parent = data
+    for step in steps[:-1]:
+        try:
+            parent = parent[step]
+        except (KeyError, IndexError, TypeError):
+            return _ABSENT
+    last = steps[-1] if steps else None
+    if isinstance(parent, dict) and isinstance(last, str) and last in parent:
+        return parent.pop(last)
+    if isinstance(parent, list) and isinstance(last, int) and 0 <= last < len(parent):
+        return parent.pop(last)
+    return _ABSENT
+
+
+def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[ReturnedCall]]) -> None:
+    """Point each module call's returned tool calls at the tool-call parts of the LM responses below it that hold
+    them (same call id, else same name and arguments): one native tool call is one part. A returned call no
+    response holds (an adapter parsed it from text) becomes a tool-call part of the module call itself."""
+    claimed: set[m.PartRef] = set()
+    for index in sorted(returned):
+        module = calls[index]
+        parts = [pair for i in range(index + 1, len(calls)) if within(calls, i, index) for pair in tool_call_parts(calls[i], i)]
+        refs: list[m.PartRef] = []
+        own: list[m.LMToolCallPart] = []
+        for tool_call in returned[index]:
+            match = None
+            for ref, part in parts:
+                if ref in claimed or part.name != tool_call.name:
+                    continue
+                if tool_call.call_id is not None and part.call_id == tool_call.call_id:
+                    match = ref
+                    break
+                if match is None and part.args == tool_call.args and (tool_call.call_id is None or part.call_id is None):
+                    match = ref
+            if match is not None:
+                claimed.add(match)
+                refs.append(match)
+            else:
+                args = tool_call.args if isinstance(tool_call.args, dict) else {}
+                own.append(m.LMToolCallPart(name=tool_call.name, call_id=tool_call.call_id, args=args))
+        module.returned_tool_calls = sorted(refs, key=m.PartRef.order)
+        module.tool_calls = own
