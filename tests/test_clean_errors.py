@@ -3,10 +3,12 @@ lost or half-written: each case run as the command runs, in a process of its own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -197,25 +199,139 @@ def test_a_broken_pipe_is_one_line_and_no_traceback(tmp_path, demo_store):
     assert "Traceback" not in err and err.strip().splitlines() == ["error: the output was closed before everything was written (broken pipe)"]
 
 
-def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_partial_output(tmp_path):
+def with_default_signals() -> None:
+    """A preexec_fn: Ctrl-C and SIGTERM as in a terminal (a suite started in the background of a shell passes SIGINT
+    on ignored), and a process group of its own, so that a signal can go to the command and its workers together,
+    as a terminal sends Ctrl-C."""
+    import signal
+
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def many_traces(path: Path, copies: int) -> Path:
+    """A JSON Lines file of ``copies`` copies of the bundled traces, each copy with its own trace IRIs."""
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(copies) for line in lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("signal_name, code, word", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_ctrl_c_or_sigterm_exits_without_a_traceback_and_leaves_no_partial_output(tmp_path, signal_name, code, word):
     import signal
     import time
 
-    many = tmp_path / "many.jsonl"
-    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
-    many.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(2000) for line in lines) + "\n")
+    many_traces(tmp_path / "many.jsonl", 2000)
     process = subprocess.Popen(
-        [sys.executable, "-m", "dspy_rdf.cli", "export", str(many), "-o", "out.nq"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        # Ctrl-C as in a terminal: a suite started in the background of a shell passes SIGINT on ignored
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+        [sys.executable, "-m", "dspy_rdf.cli", "export", "many.jsonl", "-o", "out.nq"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=with_default_signals,
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(p.name.startswith(".out.nq.") for p in tmp_path.iterdir()):
         time.sleep(0.02)  # until it writes its temporary file
-    process.send_signal(signal.SIGINT)
+    process.send_signal(getattr(signal, signal_name))
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 130 and b"Traceback" not in err and err.decode().strip() == "interrupted"
+    assert process.returncode == code and b"Traceback" not in err and err.decode().strip() == word
     assert sorted(p.name for p in tmp_path.iterdir()) == ["many.jsonl"]
+
+
+# What the console script `dspy-rdf` runs, with a Ctrl-C sent to the process itself the moment it starts importing
+# MODULE: at that precise point of the start, whatever the speed of the machine.
+CTRL_C_WHILE_IMPORTING = """
+import os, signal, sys
+
+MODULE = sys.argv.pop(1)
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+from dspy_rdf.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("module", ["argparse", "dspy_rdf.identity", "dspy_rdf.store"])
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, demo_store, module):
+    result = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, module, "stats", "--store", str(demo_store)], cwd=tmp_path,
+        capture_output=True, text=True, preexec_fn=with_default_signals, timeout=60, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (130, "interrupted\n")
+
+
+@pytest.fixture(scope="module")
+def large_store(tmp_path_factory) -> Path:
+    """A store of 1,400 traces: enough for validate to run the fast engine in worker processes, for about two seconds."""
+    where = tmp_path_factory.mktemp("large")
+    assert dspy_rdf("export", str(many_traces(where / "many.jsonl", 200)), "--store", "store", cwd=where).returncode == 0
+    return where / "store"
+
+
+def children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+
+
+def validate_and_signal(tmp_path: Path, store: Path, send: Callable[[subprocess.Popen, list[int]], None]) -> tuple[int, str, str]:
+    """Run ``validate --store`` in a process group of its own; once its two worker processes have validated for a
+    moment, ``send`` signals to the group or to the workers; return the exit code, stdout and stderr."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dspy_rdf.cli", "validate", "--store", str(store)], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=with_default_signals,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline and len(children(process.pid)) < 2:
+            time.sleep(0.01)
+        workers = [int(pid) for pid in children(process.pid)]
+        assert len(workers) == 2, "the workers did not start"
+        time.sleep(0.3)  # the workers are validating
+        send(process, workers)
+        out, err = process.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker processes in /proc (Linux)")
+@pytest.mark.parametrize("presses", [1, 2, 3])
+def test_ctrl_c_pressed_again_while_validating_in_worker_processes_neither_hangs_nor_prints_a_traceback(tmp_path, large_store, presses):
+    import signal
+    import time
+
+    def ctrl_c(process: subprocess.Popen, workers: list[int]) -> None:
+        for _ in range(presses):  # as a terminal sends Ctrl-C: to the command and its workers
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGINT)
+            time.sleep(0.1)
+
+    code, out, err = validate_and_signal(tmp_path, large_store, ctrl_c)
+    assert (code, err) == (130, "interrupted\n")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker processes in /proc (Linux)")
+def test_workers_leave_ctrl_c_to_the_command_that_started_them(tmp_path, large_store):
+    import signal
+
+    def ctrl_c_to_the_workers(process: subprocess.Popen, workers: list[int]) -> None:
+        for pid in workers:
+            os.kill(pid, signal.SIGINT)
+
+    code, out, err = validate_and_signal(tmp_path, large_store, ctrl_c_to_the_workers)
+    assert (code, err) == (0, "")
+    assert out.startswith("conforms: ") and out.strip().endswith("no violations")
 
 
 # --- inputs, objects ---------------------------------------------------------------------------------------------

@@ -41,11 +41,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyoxigraph as ox
+if TYPE_CHECKING:  # the store and pyoxigraph are imported when a query runs: `dspy-rdf --help` needs FORMATS only
+    import pyoxigraph as ox
 
-from dspy_rdf.store import SparqlJson, TraceStore, term_value
+    from dspy_rdf.store import SparqlJson, TraceStore
 
 __all__ = [
     "FORMATS",
@@ -209,6 +210,8 @@ def sparql_term(value: Any, type: str = "string") -> str:
     must read back as exactly the same term, so a value the escaping did not neutralise is refused instead of
     being run. Raises ValueError for a value that is not of the type.
     """
+    import pyoxigraph as ox
+
     if type == "string":
         if not isinstance(value, str):
             raise ValueError(f"expected {_EXPECTED['string']}, got {value!r}")
@@ -401,6 +404,8 @@ class QueryResult:
 
     @classmethod
     def from_json(cls, raw: SparqlJson, sparql: str = "") -> QueryResult:
+        from dspy_rdf.store import term_value
+
         if "boolean" in raw:
             return cls(["boolean"], [(bool(raw["boolean"]),)], raw, sparql)
         columns = list(raw["head"].get("vars", []))

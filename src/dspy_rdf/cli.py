@@ -1,27 +1,33 @@
 """The ``dspy-rdf`` command: a thin layer over the library.
 
-Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or input error.
+Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or input error; 130 when interrupted
+(Ctrl-C), 143 when terminated (SIGTERM).
+
+Loading this module imports nothing but ``os``, ``sys`` and ``contextlib``: every import, of the standard library
+too, happens in :func:`main`, under its handler of Ctrl-C, so that a Ctrl-C at any moment of the start is one line.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, BinaryIO
 
-__all__ = ["main"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start (type checkers take it as theirs)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+    from typing import Any, BinaryIO
+
+__all__ = ["Interrupted", "main"]
 
 
 def _output_file(path: Path) -> Path:
     """The file an output option names, checked before any work: not a directory. A symbolic link is written
     through (to its target), as other tools do."""
+    from pathlib import Path
+
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if target.is_dir():
         raise ValueError(f"{path} is a directory; give the name of a file to write")
@@ -33,6 +39,9 @@ def _atomic_output(path: Path) -> Iterator[BinaryIO]:
     """A binary handle on a temporary file that replaces ``path`` (or the target of the link ``path`` is) only if
     the block succeeds, so a failure never leaves half a file and never touches an existing one. The file gets the
     mode an existing file had, else the one the umask gives a new file (as ``open`` would)."""
+    import tempfile
+    from pathlib import Path
+
     target = _output_file(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -210,6 +219,8 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
 
 def _close_quietly(store) -> None:
     """Close a store after an error that is being reported: a second error while closing would only hide it."""
+    import contextlib
+
     with contextlib.suppress(Exception):
         store.close()
 
@@ -219,6 +230,8 @@ _OPTIMIZE_AFTER_TRIPLES = 1_000_000
 
 
 def _stats(args: argparse.Namespace) -> int:
+    import json
+
     from dspy_rdf.store import open_store
 
     with open_store(args.store, read_only=True) as store:
@@ -280,6 +293,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _to_json(args: argparse.Namespace) -> int:
+    import json
+
     from dspy_rdf.formats import RdfFormat, parse_traces
     from dspy_rdf.tracejson import trace_to_json
 
@@ -299,6 +314,8 @@ def _to_json(args: argparse.Namespace) -> int:
 
 
 def _to_otlp(args: argparse.Namespace) -> int:
+    import contextlib
+
     from dspy_rdf.formats import RdfFormat, parse_traces
     from dspy_rdf.to_otlp import write_otlp
 
@@ -390,6 +407,8 @@ def _prov(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from dspy_rdf.demo import run_demo
 
     if args.store and "://" in args.store:
@@ -417,6 +436,8 @@ def _parse_params(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _queries(args: argparse.Namespace) -> int:
+    import json
+
     from dspy_rdf.analytics import list_queries
 
     queries = list_queries()
@@ -436,6 +457,8 @@ def _queries(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from dspy_rdf.analytics import run_query
     from dspy_rdf.store import open_store
 
@@ -504,6 +527,9 @@ def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str 
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    import argparse
+    from pathlib import Path
+
     from dspy_rdf.identity import DEFAULT_BASE
     from dspy_rdf.model import SOURCE_FORMATS
 
@@ -630,16 +656,76 @@ def _error(message: str) -> None:
     print(f"error: {shown(' '.join(message.split()))}", file=sys.stderr)
 
 
+class Interrupted(KeyboardInterrupt):
+    """The command was stopped by a signal: ``signal`` is SIGINT (Ctrl-C) or SIGTERM. A KeyboardInterrupt, so that
+    what cleans up after Ctrl-C (temporary outputs, worker processes) cleans up after SIGTERM too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal = signum
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread. The first one stops the
+    command; the ones after it are ignored, so that a second Ctrl-C cannot break the cleanup the first one started.
+    A signal ignored by whoever started the command (``nohup``, a background job of a script) stays ignored. The
+    handlers before are put back when the block ends, unless a signal stopped it (the process is ending)."""
+    import signal
+
+    stops = [number for number in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(number) is not signal.SIG_IGN]
+
+    def stop(signum: int, frame: object) -> None:
+        for number in stops:
+            signal.signal(number, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    try:
+        previous = {number: signal.signal(number, stop) for number in stops}
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    except Interrupted:
+        raise
+    except BaseException:
+        _restore_handlers(previous)
+        raise
+    _restore_handlers(previous)
+
+
+def _restore_handlers(handlers: dict) -> None:
+    import signal
+
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code (0, 1, 2 on an error, 130 when interrupted)."""
+    """Run the command line; return the exit code: 0, 1 (see the module docstring), 2 on an error, 128 + the signal
+    when one stopped it (130 Ctrl-C, 143 SIGTERM). Everything, imports and the parser included, runs under the
+    handler of those signals: a Ctrl-C at any moment is one line, never a traceback."""
+    try:
+        with _stopped_by_signals():
+            return _run(argv)
+    except KeyboardInterrupt as exc:
+        import signal
+
+        signum = exc.signal if isinstance(exc, Interrupted) else signal.SIGINT
+        print("terminated" if signum == signal.SIGTERM else "interrupted", file=sys.stderr)
+        return 128 + signum
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse the command line and run the command, each error reported as one line."""
+    import contextlib
+
     from dspy_rdf.errors import DspyRdfError
 
     args = _build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader of our output went away (`dspy-rdf dump | head`): nothing more can be written to it, and
         # Python's own flush at exit must not complain either.
