@@ -188,11 +188,31 @@ def test_a_function_the_store_does_not_have_is_one_line(tmp_path, demo_store):
     assert "not supported" in one_line_error(dspy_rdf("query", "--store", str(demo_store), "--sparql", query, cwd=tmp_path))
 
 
-def test_a_broken_pipe_is_one_line_and_no_traceback(tmp_path, demo_store):
+def many_traces(path: Path, copies: int) -> Path:
+    """A JSON Lines file of ``copies`` copies of the bundled traces, each copy with its own trace IRIs."""
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(copies) for line in lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def large_store(tmp_path_factory) -> Path:
+    """A store of about 1,400 traces: enough for validate to run the fast engine in worker processes, for about two seconds."""
+    where = tmp_path_factory.mktemp("large")
+    assert dspy_rdf("export", str(many_traces(where / "many.jsonl", 200)), "--store", "store", cwd=where).returncode == 0
+    return where / "store"
+
+
+@pytest.mark.parametrize("command", [
+    ["dump"], ["query", "longest_conversations", "--param", "limit=5000"],
+    ["query", "longest_conversations", "--param", "limit=5000", "--format", "csv"],
+    ["query", "longest_conversations", "--param", "limit=5000", "--format", "json"],
+])  # fmt: skip
+def test_a_broken_pipe_is_one_line_and_no_traceback_whatever_the_command(tmp_path, large_store, command):
     process = subprocess.Popen(
-        [sys.executable, "-m", "dspy_rdf.cli", "dump", "--store", str(demo_store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "dspy_rdf.cli", *command, "--store", str(large_store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    process.stdout.readline()  # like `| head -1`: read a line, then go away
+    process.stdout.readline()  # like `| head -1`: read a line, then go away (the output is larger than the pipe)
     process.stdout.close()
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 2
@@ -208,13 +228,6 @@ def with_default_signals() -> None:
     os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def many_traces(path: Path, copies: int) -> Path:
-    """A JSON Lines file of ``copies`` copies of the bundled traces, each copy with its own trace IRIs."""
-    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines()
-    path.write_text("\n".join(line.replace('"uuid": "', f'"uuid": "{n}-') for n in range(copies) for line in lines) + "\n")
-    return path
 
 
 @pytest.mark.parametrize("signal_name, code, word", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
@@ -263,14 +276,6 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, demo_store, modul
         capture_output=True, text=True, preexec_fn=with_default_signals, timeout=60, check=False,
     )  # fmt: skip
     assert (result.returncode, result.stderr) == (130, "interrupted\n")
-
-
-@pytest.fixture(scope="module")
-def large_store(tmp_path_factory) -> Path:
-    """A store of 1,400 traces: enough for validate to run the fast engine in worker processes, for about two seconds."""
-    where = tmp_path_factory.mktemp("large")
-    assert dspy_rdf("export", str(many_traces(where / "many.jsonl", 200)), "--store", "store", cwd=where).returncode == 0
-    return where / "store"
 
 
 def children(pid: int) -> list[str]:

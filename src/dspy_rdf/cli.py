@@ -3,12 +3,13 @@
 Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or input error; 130 when interrupted
 (Ctrl-C), 143 when terminated (SIGTERM).
 
-Loading this module imports nothing but ``os``, ``sys`` and ``contextlib``: every import, of the standard library
+Loading this module imports nothing but ``io``, ``os``, ``sys`` (loaded with Python) and ``contextlib``: every import, of the standard library
 too, happens in :func:`main`, under its handler of Ctrl-C, so that a Ctrl-C at any moment of the start is one line.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from contextlib import contextmanager
@@ -719,23 +720,64 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     """Parse the command line and run the command, each error reported as one line."""
-    import contextlib
-
     from dspy_rdf.errors import DspyRdfError
 
-    args = _build_parser().parse_args(argv)
     try:
-        return args.run(args)
-    except BrokenPipeError:
-        # The reader of our output went away (`dspy-rdf dump | head`): nothing more can be written to it, and
-        # Python's own flush at exit must not complain either.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with _stdout_written_whole():
+            args = _build_parser().parse_args(argv)
+            return args.run(args)
+    except BrokenPipeError:  # the reader of our output went away (`dspy-rdf dump | head`)
         _error("the output was closed before everything was written (broken pipe)")
         return 2
     except (DspyRdfError, ValueError, OSError) as exc:  # dspy-rdf's own errors, bad input, files, disk, network
         _error(_os_message(exc) if type(exc).__module__ == "builtins" and isinstance(exc, OSError) else str(exc))
         return 2
+
+
+@contextmanager
+def _stdout_written_whole() -> Iterator[None]:
+    """Standard output for the command, written whole or not at all: a write raises BrokenPipeError when the reader
+    has gone, and the block ends with a flush, so that every command reports a broken pipe (Python's own standard
+    output takes a large write in part when its reader goes away meanwhile, and says nothing). After a broken pipe,
+    the output is sent to /dev/null: what is still buffered must not fail again when Python exits."""
+    original = sys.stdout
+    try:
+        fd = original.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test capturing the output): nothing to do
+        yield
+        return
+    original.flush()
+    stream = io.TextIOWrapper(
+        io.BufferedWriter(_WholeWrites(fd), buffer_size=1 << 16), encoding=original.encoding, errors=original.errors,
+        line_buffering=original.line_buffering,
+    )  # fmt: skip
+    sys.stdout = stream
+    try:
+        yield
+        stream.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        raise
+    finally:
+        sys.stdout = original
+        try:
+            stream.flush()
+        except OSError:
+            pass  # the output failed while another error is reported: that error is the one to show
+
+
+class _WholeWrites(io.FileIO):
+    """A file descriptor (not closed with the stream) whose writes write all they are given, or raise."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd, "wb", closefd=False)
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            view = view[os.write(self.fileno(), view):]
+        return total
 
 
 def _os_message(exc: OSError) -> str:
