@@ -91,9 +91,52 @@ def test_a_full_disk_while_writing_an_output_file_is_one_line_and_leaves_the_old
         [sys.executable, "-m", "dspy_rdf.cli", "export", str(bundled_traces_path()), "-o", str(out)],
         cwd=tmp_path, capture_output=True, text=True, preexec_fn=limited_file_size(20_000), check=False,
     )  # fmt: skip
-    assert "File too large" in one_line_error(result)
+    assert one_line_error(result) == f"error: {out}: File too large"
     assert out.read_text() == "previous\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["traces.nq"]  # no temporary file left
+
+
+def test_a_fifo_given_as_the_output_is_written_into_not_replaced(tmp_path):
+    import threading
+
+    fifo = tmp_path / "pipe.nq"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = dspy_rdf("export", str(TRACE), "-o", str(fifo), cwd=tmp_path)
+    reader.join(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert b"urn:dspy-rdf:trace:" in received[0]
+    assert fifo.is_fifo() and sorted(p.name for p in tmp_path.iterdir()) == ["pipe.nq"]
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs a folder where no one may create files (sysfs)")
+def test_a_folder_where_the_output_cannot_be_created_is_named_not_the_temporary_file(tmp_path):
+    assert one_line_error(dspy_rdf("export", str(TRACE), "-o", "/sys/kernel/x.nq", cwd=tmp_path)) == "error: /sys/kernel/x.nq: Permission denied"
+
+
+@pytest.mark.parametrize("output", ["-", "/dev/stdout"])
+@pytest.mark.parametrize("command", [
+    ["export", str(TRACE), "--format", "nq"], ["dump", "--store", "store"], ["prov", "--store", "store"], ["to-json", "x.nq"], ["to-otlp", "x.nq"],
+])  # fmt: skip
+def test_standard_output_as_the_output_is_written_directly_and_the_summary_goes_to_stderr(tmp_path, command, output):
+    assert dspy_rdf("export", str(bundled_traces_path()), "--store", "store", cwd=tmp_path).returncode == 0
+    assert dspy_rdf("export", str(TRACE), "-o", "x.nq", cwd=tmp_path).returncode == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = dspy_rdf(*command, "-o", output, cwd=tmp_path)  # standard output is a pipe here, as in `| less`
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout.startswith(("<", "{")) and "wrote" not in result.stdout and "dumped" not in result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1 and " trace(s) to " in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no file named "-", no temporary file
+
+
+def test_several_traces_go_to_standard_output_as_json_lines(tmp_path):
+    assert dspy_rdf("export", str(bundled_traces_path()), "-o", "all.nq", cwd=tmp_path).returncode == 0
+    result = dspy_rdf("to-json", "all.nq", "-o", "-", cwd=tmp_path)
+    assert result.returncode == 0
+    traces = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(traces) == 9 and all(isinstance(trace, dict) for trace in traces)
 
 
 def test_a_full_disk_while_storing_says_how_many_traces_were_written_and_a_rerun_completes(tmp_path):
@@ -350,6 +393,28 @@ def test_a_secret_quoted_in_an_error_message_is_redacted(tmp_path):
     result = dspy_rdf("export", str(bad), "-o", "out.nq", cwd=tmp_path)
     assert "skipped" in result.stderr and "bad.jsonl:1" in result.stderr
     assert key not in result.stderr + result.stdout and "[REDACTED:openai_api_key]" in result.stderr
+
+
+def test_json_files_that_start_with_a_byte_order_mark_are_read(tmp_path):
+    text = TRACE.read_text(encoding="utf-8")
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + text.replace("\n", " ").encode("utf-8") + b"\n")
+    result = dspy_rdf("export", "bom.json", "bom.jsonl", "-o", "out.nq", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith("wrote 1 trace(s) to out.nq (nq); 1 duplicate(s)")
+
+
+def test_a_byte_that_is_not_utf8_after_a_byte_order_mark_is_counted_from_the_start_of_the_file(tmp_path):
+    (tmp_path / "bad.json").write_bytes(b'\xef\xbb\xbf{"a": \xff}')
+    assert "bad.json: not UTF-8 text (byte 10)" in dspy_rdf("export", "bad.json", "-o", "out.nq", cwd=tmp_path).stderr
+
+
+@pytest.mark.parametrize("content", ["", "\n", "\n\n  \n"])
+def test_an_empty_json_file_is_said_to_be_empty_at_no_line(tmp_path, content):
+    (tmp_path / "empty.json").write_text(content)
+    result = dspy_rdf("export", "empty.json", "-o", "out.nq", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == "skipped empty.json: empty: the file holds no JSON value"
 
 
 def test_duplicate_keys_in_a_json_object_are_refused_naming_the_key_and_the_line(tmp_path):

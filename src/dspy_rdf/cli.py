@@ -24,26 +24,85 @@ if TYPE_CHECKING:
 __all__ = ["Interrupted", "main"]
 
 
-def _output_file(path: Path) -> Path:
-    """The file an output option names, checked before any work: not a directory. A symbolic link is written
-    through (to its target), as other tools do."""
+STANDARD_OUTPUT = "-"
+"""What ``-o`` takes to mean standard output."""
+
+
+def _output_target(path: Path | None) -> Path | None:
+    """Where an output option writes, checked before any work: ``None`` for standard output (no option, or ``-``);
+    a directory is refused; a symbolic link to a file is written through (to its target), as other tools do; a
+    device, FIFO or pipe (``/dev/stdout``, ``/dev/null``) is the path itself."""
+    import stat
     from pathlib import Path
 
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if target.is_dir():
+    if path is None or str(path) == STANDARD_OUTPUT:
+        return None
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:  # a new file (or a link to one)
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise ValueError(f"{path} is a directory; give the name of a file to write")
-    return target
+    if mode is not None and not stat.S_ISREG(mode):
+        return path
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _output_name(path: Path | None) -> str:
+    """An output as messages name it."""
+    return "standard output" if _output_target(path) is None else str(path)
+
+
+def _is_standard_output(path: Path | None) -> bool:
+    """Whether an output option names standard output (``-``, or ``/dev/stdout`` and the like): the command's
+    messages then go to standard error, apart from the data."""
+    target = _output_target(path)
+    if target is None:
+        return True
+    try:
+        here, out = os.stat(target), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
+
+
+def _summary_stream(output: Path | None) -> Any:
+    """Where a command that writes ``output`` prints its summary: standard output, unless the data goes there."""
+    return sys.stderr if _is_standard_output(output) else sys.stdout
+
+
+def _naming(error: OSError, path: Path | str) -> OSError:
+    """The same error (the same subclass: it follows the errno) naming ``path``, the output the user gave: the name
+    of a temporary file, or none at all, would not tell which output failed."""
+    return OSError(error.errno, error.strerror, str(path))
 
 
 @contextmanager
-def _atomic_output(path: Path) -> Iterator[BinaryIO]:
-    """A binary handle on a temporary file that replaces ``path`` (or the target of the link ``path`` is) only if
-    the block succeeds, so a failure never leaves half a file and never touches an existing one. The file gets the
-    mode an existing file had, else the one the umask gives a new file (as ``open`` would)."""
+def _output(path: Path | None) -> Iterator[BinaryIO]:
+    """A binary handle on what an output option names (see :func:`_output_target`).
+
+    A regular file is written through a temporary file beside it that replaces it (or the target of the link
+    ``path`` is) only if the block succeeds, so a failure never leaves half a file and never touches an existing
+    one; the file gets the mode an existing file had, else the one the umask gives a new file (as ``open`` would).
+    Standard output, a device, a FIFO or a pipe is written directly: nothing can be renamed over it. Errors name
+    ``path``."""
     import tempfile
     from pathlib import Path
 
-    target = _output_file(path)
+    target = _output_target(path)
+    if target is None:
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    if target.exists() and not target.is_file():
+        try:
+            fd = os.open(target, os.O_WRONLY)
+        except OSError as exc:
+            raise _naming(exc, path) from None
+        with io.BufferedWriter(_WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
+            yield handle
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = target.stat().st_mode & 0o7777
@@ -51,13 +110,22 @@ def _atomic_output(path: Path) -> Iterator[BinaryIO]:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    try:
+        with io.BufferedWriter(_WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
             yield handle
             handle.flush()
-            os.fchmod(handle.fileno(), mode)
-        os.replace(tmp, target)
+            try:
+                os.fchmod(handle.fileno(), mode)
+            except OSError as exc:
+                raise _naming(exc, path) from None
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise _naming(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -141,9 +209,9 @@ def _export(args: argparse.Namespace) -> int:
         return _export_to_store(args, inputs, redactor)
     if args.bulk:
         raise ValueError("--bulk applies to --store only")
-    fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
-    target = _output_file(args.output)
-    if target.exists() and any(path.exists() and os.path.samefile(path, target) for path in args.files):
+    target = _output_target(args.output)
+    fmt = RdfFormat(args.format) if args.format else RdfFormat.N_QUADS if target is None else RdfFormat.from_path(args.output)
+    if target is not None and target.exists() and any(path.exists() and os.path.samefile(path, target) for path in args.files):
         raise ValueError(f"-o {args.output} is one of the inputs; give another file to write")
     unwritable = []
 
@@ -154,19 +222,20 @@ def _export(args: argparse.Namespace) -> int:
         unwritable.append(error)
 
     try:
-        with _progress(args.files) as progress, _atomic_output(args.output) as handle:
+        with _progress(args.files) as progress, _output(args.output) as handle:
             count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written, redactor=redactor)
             if count == 0 and (inputs.skipped or unwritable):
                 raise _NothingWritten
     except _NothingWritten:
-        print(f"wrote no trace: every input failed; {args.output} was left as it was", file=sys.stderr)
+        kept = f"; {args.output} was left as it was" if target is not None and target.is_file() else ""
+        print(f"wrote no trace: every input failed{kept}", file=sys.stderr)
         return 1
     notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
     if unwritable:
         notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
     if inputs.read - len(unwritable) > count:
         notes.append(f"{inputs.read - len(unwritable) - count} duplicate(s) of a trace already written")
-    print(f"wrote {count} trace(s) to {args.output} ({fmt.value})" + "".join(f"; {n}" for n in notes))
+    print(f"wrote {count} trace(s) to {_output_name(args.output)} ({fmt.value})" + "".join(f"; {n}" for n in notes), file=_summary_stream(args.output))
     return 1 if inputs.skipped or unwritable else 0
 
 
@@ -270,17 +339,18 @@ def _delete(args: argparse.Namespace) -> int:
 def _dump(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
-    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
-    if args.output is not None:
-        _output_file(args.output)
-    with open_store(args.store, read_only=True) as store:
-        if args.output is None:
-            count = store.dump(sys.stdout.buffer, traces=args.trace or None, trig=trig)
-        else:
-            with _atomic_output(args.output) as handle:
-                count = store.dump(handle, traces=args.trace or None, trig=trig)
-    print(f"dumped {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+    trig = _trig_output(args)
+    with open_store(args.store, read_only=True) as store, _output(args.output) as handle:
+        count = store.dump(handle, traces=args.trace or None, trig=trig)
+    print(f"dumped {count} trace(s) to {_output_name(args.output)}", file=sys.stderr)
     return 0
+
+
+def _trig_output(args: argparse.Namespace) -> bool:
+    """Whether dump or prov writes TriG (else N-Quads): ``--format``, else the output file's extension, else
+    N-Quads. Checks the output before any work."""
+    target = _output_target(args.output)
+    return (args.format or (args.output.suffix.lstrip(".") if target is not None else "nq")) == "trig"
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -300,17 +370,20 @@ def _to_json(args: argparse.Namespace) -> int:
     from dspy_rdf.tracejson import trace_to_json
 
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.file)
-    _output_file(args.output)
+    stream = _output_target(args.output) is None
     traces = [trace for _, trace in parse_traces(args.file, fmt)]
-    if len(traces) > 1 and args.output.suffix.lower() != ".jsonl":
+    # JSON Lines in a .jsonl file, and for several traces on standard output; else one indented JSON object
+    lines = args.output.suffix.lower() == ".jsonl" or stream and len(traces) > 1
+    if len(traces) > 1 and not lines:
         raise ValueError(f"{args.file} holds {len(traces)} traces: write them to a .jsonl file (one trace a line), not {args.output}")
-    with _atomic_output(args.output) as handle:
-        if len(traces) == 1 and args.output.suffix.lower() != ".jsonl":
-            handle.write((json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-        else:
+    with _output(args.output) as handle:
+        if lines:
             for trace in traces:
                 handle.write((json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n").encode("utf-8"))
-    print(f"wrote {len(traces)} trace(s) to {args.output}")
+        else:
+            for trace in traces:
+                handle.write((json.dumps(trace_to_json(trace), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    print(f"wrote {len(traces)} trace(s) to {_output_name(args.output)}", file=_summary_stream(args.output))
     return 0
 
 
@@ -325,6 +398,7 @@ def _to_otlp(args: argparse.Namespace) -> int:
     if args.trace and args.store is None:
         raise ValueError("--trace applies to --store only")
     lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
+    _output_target(args.output)
     with contextlib.ExitStack() as stack:
         if args.store is not None:
             from dspy_rdf.store import open_store
@@ -334,14 +408,14 @@ def _to_otlp(args: argparse.Namespace) -> int:
         else:
             fmt = RdfFormat(args.format) if args.format else None
             pairs = (pair for path in args.files for pair in parse_traces(path, fmt or RdfFormat.from_path(path)))
-        with _atomic_output(args.output) as handle:
+        with _output(args.output) as handle:
             report = write_otlp(pairs, handle, lines=lines)
     for iri, error in report.refused:
         print(f"not written: {iri}: {error}", file=sys.stderr)
     notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
     if report.refused:
         notes.append(f"{len(report.refused)} not written")
-    print(f"wrote {report.written} trace(s) to {args.output} (OTLP JSON)" + "".join(f"; {n}" for n in notes))
+    print(f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes), file=_summary_stream(args.output))
     return 1 if report.refused else 0
 
 
@@ -392,18 +466,13 @@ def _prov(args: argparse.Namespace) -> int:
     from dspy_rdf.prov import write_prov
     from dspy_rdf.store import open_store
 
-    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
-    if args.output is not None:
-        _output_file(args.output)
+    trig = _trig_output(args)
     with open_store(args.store, read_only=True) as store:
         traces = list(dict.fromkeys(args.trace)) if args.trace else None
         with _bar(lambda: len(traces) if traces is not None else len(store.trace_iris()), unit=" traces", desc="prov") as progress:
-            if args.output is None:
-                count = write_prov(store, sys.stdout.buffer, traces=traces, trig=trig, progress=progress)
-            else:
-                with _atomic_output(args.output) as handle:
-                    count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
-    print(f"wrote the PROV-O view of {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+            with _output(args.output) as handle:
+                count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
+    print(f"wrote the PROV-O view of {count} trace(s) to {_output_name(args.output)}", file=sys.stderr)
     return 0
 
 
@@ -748,7 +817,7 @@ def _stdout_written_whole() -> Iterator[None]:
         return
     original.flush()
     stream = io.TextIOWrapper(
-        io.BufferedWriter(_WholeWrites(fd), buffer_size=1 << 16), encoding=original.encoding, errors=original.errors,
+        io.BufferedWriter(_WholeWrites(fd, shown_as="standard output", closefd=False), buffer_size=1 << 16), encoding=original.encoding, errors=original.errors,
         line_buffering=original.line_buffering,
     )  # fmt: skip
     sys.stdout = stream
@@ -767,16 +836,21 @@ def _stdout_written_whole() -> Iterator[None]:
 
 
 class _WholeWrites(io.FileIO):
-    """A file descriptor (not closed with the stream) whose writes write all they are given, or raise."""
+    """A raw file on a file descriptor whose writes write all they are given, or raise an error naming
+    ``shown_as`` (the output as the user gave it)."""
 
-    def __init__(self, fd: int) -> None:
-        super().__init__(fd, "wb", closefd=False)
+    def __init__(self, fd: int, *, shown_as: str, closefd: bool) -> None:
+        super().__init__(fd, "wb", closefd=closefd)
+        self.shown_as = shown_as
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         total = len(view)
-        while view:
-            view = view[os.write(self.fileno(), view):]
+        try:
+            while view:
+                view = view[os.write(self.fileno(), view):]
+        except OSError as exc:
+            raise _naming(exc, self.shown_as) from None
         return total
 
 
