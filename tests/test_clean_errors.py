@@ -382,6 +382,49 @@ def test_workers_leave_ctrl_c_to_the_command_that_started_them(tmp_path, large_s
     assert out.startswith("conforms: ") and out.strip().endswith("no violations")
 
 
+# --- secrets in messages -----------------------------------------------------------------------------------------
+
+KEY = "sk-proj-" + "Abcdefghij1234567890KLMNOPqrstuvwxyz_ABCDEFGHIJ"
+KEYED_IRI = f"urn:x:{KEY}"
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory) -> Path:
+    """A folder with a store (``store``), a store whose path is a secret, and an RDF file (``x.nq``)."""
+    where = tmp_path_factory.mktemp("keyed")
+    for target in (["--store", "store"], ["--store", KEY], ["-o", "x.nq"]):
+        assert dspy_rdf("export", str(TRACE), *target, cwd=where).returncode == 0
+    return where
+
+
+@pytest.mark.parametrize("command", [
+    ["delete", KEYED_IRI, "--store", "store"],
+    ["dump", "--trace", KEYED_IRI, "--store", "store"],
+    ["validate", "--trace", KEYED_IRI, "--store", "store"],
+    ["validate", "x.nq", "--trace", KEYED_IRI],
+    ["to-otlp", "--trace", KEYED_IRI, "--store", "store", "-o", "out.json"],
+    ["query", "longest_conversations", "--param", f"limit={KEY}", "--store", "store"],
+    ["query", "tool_calls_per_tool", "--format", KEY, "--store", "store"],
+    ["export", str(TRACE), "-o", "out.nq", "--base", KEY],
+    ["export", str(TRACE), "--store", f"new-{KEY}"],
+    ["stats", "--store", KEY],
+    ["to-json", "x.nq", "-o", f"{KEY}.json"],
+    ["report", "--store", "store", "--out", f"report-{KEY}"],
+    ["demo", "--store", f"demo-{KEY}"],
+])  # fmt: skip
+def test_no_message_of_any_command_shows_a_secret(keyed, command):
+    result = dspy_rdf(*command, cwd=keyed)
+    said = result.stdout + result.stderr
+    assert KEY not in said and "[REDACTED:openai_api_key]" in said, said
+
+
+def test_messages_follow_the_redaction_options_of_the_command(keyed):
+    kept = dspy_rdf("export", str(TRACE), "--store", f"plain-{KEY}", "--no-redact", cwd=keyed)
+    assert kept.returncode == 0 and f"in plain-{KEY}" in kept.stdout
+    own = dspy_rdf("export", str(TRACE), "--store", "hunter2-store", "--redact-pattern", "pw=hunter2", cwd=keyed)
+    assert own.returncode == 0 and "in [REDACTED:pw]-store" in own.stdout
+
+
 # --- inputs, objects ---------------------------------------------------------------------------------------------
 
 

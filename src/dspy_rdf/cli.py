@@ -235,7 +235,7 @@ def _export(args: argparse.Namespace) -> int:
         notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
     if inputs.read - len(unwritable) > count:
         notes.append(f"{inputs.read - len(unwritable) - count} duplicate(s) of a trace already written")
-    print(f"wrote {count} trace(s) to {_output_name(args.output)} ({fmt.value})" + "".join(f"; {n}" for n in notes), file=_summary_stream(args.output))
+    _say(f"wrote {count} trace(s) to {_output_name(args.output)} ({fmt.value})" + "".join(f"; {n}" for n in notes), _summary_stream(args.output))
     return 1 if inputs.skipped or unwritable else 0
 
 
@@ -275,7 +275,7 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
     if report.failed:
         notes.append(f"{len(report.failed)} could not be written")
     mode = " (bulk load)" if args.bulk else ""
-    print(f"stored {len(report.written)} trace(s), {report.triples} triples, in {location}{mode}" + "".join(f"; {n}" for n in notes))
+    _say(f"stored {len(report.written)} trace(s), {report.triples} triples, in {location}{mode}" + "".join(f"; {n}" for n in notes))
     try:
         store.close()
     except StoreError as exc:  # e.g. the disk filled up while the store flushed its memory to its files
@@ -312,7 +312,7 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         from dspy_rdf.store import STATS
 
-        print(f"store: {location}")
+        _say(f"store: {location}")
         for name, value in counts.items():
             print(f"{value:>12,}  {STATS.get(name, name)}")
     return 0
@@ -329,7 +329,7 @@ def _delete(args: argparse.Namespace) -> int:
     with open_store(args.store, create=False) as store:
         for iri in args.traces:
             if store.delete(iri):
-                print(f"deleted {iri}")
+                _say(f"deleted {iri}")
             else:
                 print(f"no trace {iri} in {store.location}", file=sys.stderr)
                 missing += 1
@@ -359,7 +359,7 @@ def _report(args: argparse.Namespace) -> int:
 
     with open_store(args.store, read_only=True) as store:
         page = write_report(store, args.out)
-    print(f"wrote {page}")
+    _say(f"wrote {page}")
     return 0
 
 
@@ -383,7 +383,7 @@ def _to_json(args: argparse.Namespace) -> int:
         else:
             for trace in traces:
                 handle.write((json.dumps(trace_to_json(trace), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    print(f"wrote {len(traces)} trace(s) to {_output_name(args.output)}", file=_summary_stream(args.output))
+    _say(f"wrote {len(traces)} trace(s) to {_output_name(args.output)}", _summary_stream(args.output))
     return 0
 
 
@@ -415,7 +415,7 @@ def _to_otlp(args: argparse.Namespace) -> int:
     notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
     if report.refused:
         notes.append(f"{len(report.refused)} not written")
-    print(f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes), file=_summary_stream(args.output))
+    _say(f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes), _summary_stream(args.output))
     return 1 if report.refused else 0
 
 
@@ -483,7 +483,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.store and "://" in args.store:
         raise ValueError("the demo writes into the embedded store: give --store a directory")
-    return run_demo(store_path=Path(args.store) if args.store else None, out=sys.stdout)
+    return run_demo(store_path=Path(args.store) if args.store else None, out=_RedactedStream(sys.stdout, _MESSAGES.shown))
 
 
 def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], from_help: str) -> None:
@@ -720,10 +720,69 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: str) -> None:
-    """One line on stderr, secrets redacted."""
-    from dspy_rdf.errors import shown
+    """One line on stderr (which redacts secrets, see :class:`_Messages`)."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
 
-    print(f"error: {shown(' '.join(message.split()))}", file=sys.stderr)
+
+def _say(message: str, file: Any = None) -> None:
+    """Print a message of the command (a summary) on standard output, or on ``file``, with secrets redacted."""
+    print(_MESSAGES.shown(message), file=file or sys.stdout)
+
+
+class _Messages:
+    """The one redaction point of what the command says: errors, warnings and summaries. Everything written to
+    standard error passes through :meth:`shown` (see :meth:`redacting_stderr`), and so does every summary printed on
+    standard output (:func:`_say`). Secrets are redacted as exports redact them, by the default patterns, or for a
+    command with redaction options by its ``--redact-pattern`` and ``--redact-field`` too, or not at all with its
+    ``--no-redact``. The data a command writes (dumps, query results, reports) is not a message."""
+
+    def __init__(self) -> None:
+        self.redact: Callable[[str], str] | None = self.default
+
+    @staticmethod
+    def default(text: str) -> str:
+        from dspy_rdf.errors import shown
+
+        return shown(text)
+
+    def shown(self, text: str) -> str:
+        """``text`` as the command may show it."""
+        return text if self.redact is None else self.redact(text)
+
+    def follow(self, args: argparse.Namespace) -> None:
+        """Redact as the command's own redaction options say, where it has them."""
+        if hasattr(args, "no_redact"):
+            redactor = _redactor(args)
+            self.redact = None if redactor is None else redactor.redact_text
+
+    @contextmanager
+    def redacting_stderr(self) -> Iterator[None]:
+        """Standard error, for the block, through :meth:`shown`; then as it was, and the default redaction again."""
+        original = sys.stderr
+        sys.stderr = _RedactedStream(original, self.shown)
+        try:
+            yield
+        finally:
+            sys.stderr = original
+            self.redact = self.default
+
+
+class _RedactedStream:
+    """A text stream that writes to ``stream`` what ``shown`` makes of each text; anything else is the stream's."""
+
+    def __init__(self, stream: Any, shown: Callable[[str], str]) -> None:
+        self._stream = stream
+        self._shown = shown
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._shown(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+_MESSAGES = _Messages()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -791,16 +850,18 @@ def _run(argv: list[str] | None) -> int:
     """Parse the command line and run the command, each error reported as one line."""
     from dspy_rdf.errors import DspyRdfError
 
-    try:
-        with _stdout_written_whole():
-            args = _build_parser().parse_args(argv)
-            return args.run(args)
-    except BrokenPipeError:  # the reader of our output went away (`dspy-rdf dump | head`)
-        _error("the output was closed before everything was written (broken pipe)")
-        return 2
-    except (DspyRdfError, ValueError, OSError) as exc:  # dspy-rdf's own errors, bad input, files, disk, network
-        _error(_os_message(exc) if type(exc).__module__ == "builtins" and isinstance(exc, OSError) else str(exc))
-        return 2
+    with _MESSAGES.redacting_stderr():
+        try:
+            with _stdout_written_whole():
+                args = _build_parser().parse_args(argv)
+                _MESSAGES.follow(args)
+                return args.run(args)
+        except BrokenPipeError:  # the reader of our output went away (`dspy-rdf dump | head`)
+            _error("the output was closed before everything was written (broken pipe)")
+            return 2
+        except (DspyRdfError, ValueError, OSError) as exc:  # dspy-rdf's own errors, bad input, files, disk, network
+            _error(_os_message(exc) if type(exc).__module__ == "builtins" and isinstance(exc, OSError) else str(exc))
+            return 2
 
 
 @contextmanager
