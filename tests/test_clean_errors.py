@@ -524,6 +524,34 @@ def test_delete_on_a_store_that_does_not_exist_creates_none(tmp_path):
     assert not missing.exists()
 
 
+@pytest.mark.parametrize("command", [["delete", "urn:x:missing"], ["dump", "--trace", "urn:x:missing"],
+                                     ["validate", "--trace", "urn:x:missing"], ["to-otlp", "--trace", "urn:x:missing", "-o", "out.json"]])
+def test_a_trace_that_is_not_in_the_store_is_the_same_error_for_every_command(tmp_path, demo_store, command):
+    line = one_line_error(dspy_rdf(*command, "--store", str(demo_store), cwd=tmp_path))
+    assert line == f"error: no trace urn:x:missing in the store at {demo_store}"
+
+
+def test_delete_deletes_the_traces_that_are_there_and_names_the_others_as_errors(tmp_path):
+    assert dspy_rdf("export", str(TRACE), "--store", "store", cwd=tmp_path).returncode == 0
+    iri = dspy_rdf("dump", "--store", "store", cwd=tmp_path).stdout.splitlines()[0].split()[-2].strip("<>")  # its graph
+    result = dspy_rdf("delete", "urn:x:missing", iri, "--store", "store", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (2, f"deleted {iri}\n", "error: no trace urn:x:missing in the store at store\n")
+
+
+def test_demo_help_offers_no_server_url(tmp_path):
+    help_text = " ".join(dspy_rdf("demo", "--help", cwd=tmp_path).stdout.split())
+    assert "--store [PATH]" in help_text and "URL" not in help_text
+
+
+def test_a_report_folder_given_as_a_symlink_is_written_through_the_link(tmp_path, demo_store):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "reports")
+    result = dspy_rdf("report", "--store", str(demo_store), "--out", "link", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "reports" / "index.html").is_file()
+    assert dspy_rdf("report", "--store", str(demo_store), "--out", "link", cwd=tmp_path).returncode == 0  # and replaced
+
+
 def test_delete_of_something_that_is_not_an_iri_says_so(tmp_path, demo_store):
     assert "is not a trace IRI" in one_line_error(dspy_rdf("delete", "sha256-8b30357e", "--store", str(demo_store), cwd=tmp_path))
 

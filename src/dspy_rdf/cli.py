@@ -330,10 +330,10 @@ def _delete(args: argparse.Namespace) -> int:
         for iri in args.traces:
             if store.delete(iri):
                 _say(f"deleted {iri}")
-            else:
-                print(f"no trace {iri} in {store.location}", file=sys.stderr)
+            else:  # as dump, prov, validate and to-otlp say of a trace that is not there
+                _error(f"no trace {iri} in the store at {store.location}")
                 missing += 1
-    return 1 if missing else 0
+    return 2 if missing else 0
 
 
 def _dump(args: argparse.Namespace) -> int:
@@ -586,13 +586,13 @@ def _redaction_options(parser: argparse.ArgumentParser, no_redact_help: str) -> 
     )
 
 
-def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str = "the store") -> None:
-    """``--store [PATH|URL]``, the same on every command: a directory (embedded) or a SPARQL server URL; the value
-    may be left out (``--store`` alone), which means the default store."""
+def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str = "the store", *, servers: bool = True) -> None:
+    """``--store [PATH|URL]``, the same on every command: a directory (embedded) or, where ``servers``, a SPARQL
+    server URL; the value may be left out (``--store`` alone), which means the default store."""
+    kinds = "a store directory (embedded) or a SPARQL server URL" if servers else "a store directory (embedded)"
     parser.add_argument(
-        "--store", nargs="?", const="", metavar="PATH|URL",
-        help=f"{what}: a store directory (embedded) or a SPARQL server URL; without a value, or when not given where a "
-        f"store is needed, the default store ({default_help})",
+        "--store", nargs="?", const="", metavar="PATH|URL" if servers else "PATH",
+        help=f"{what}: {kinds}; without a value, or when not given where a store is needed, the default store ({default_help})",
     )  # fmt: skip
 
 
@@ -714,7 +714,7 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_validate)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")
-    _store_option(demo, store_help, "where to export the bundled traces (a directory: the demo uses the embedded store)")
+    _store_option(demo, store_help, "where to export the bundled traces", servers=False)
     demo.set_defaults(run=_demo)
     return parser
 
