@@ -565,6 +565,25 @@ def test_query_without_a_name_or_sparql_says_neither_was_given(tmp_path, demo_st
     assert "neither was given" in one_line_error(dspy_rdf("query", "--store", str(demo_store), cwd=tmp_path))
 
 
+@pytest.mark.parametrize("command, took, write", [
+    (["query", "--store", "tool_calls_per_tool"], "tool_calls_per_tool", "the query name"),
+    (["delete", "--store", "urn:x:abc"], "urn:x:abc", "the trace IRI"),
+    (["export", "--store", "x.nq"], "x.nq", "the files"),
+    (["validate", "--store", "x.nq"], "x.nq", "the files"),
+    (["to-otlp", "-o", "out.json", "--store", "x.nq"], "x.nq", "the files"),
+])  # fmt: skip
+def test_a_positional_argument_taken_by_store_is_said_to_be_so(tmp_path, command, took, write):
+    (tmp_path / "x.nq").write_text("")
+    line = one_line_error(dspy_rdf(*command, cwd=tmp_path))
+    assert line.endswith(f": --store took {took!r} as the store; write {write} before --store, or --store=PATH"), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.nq"]
+
+
+def test_a_store_that_exists_is_not_taken_for_a_missing_positional_argument(tmp_path, demo_store):
+    result = dspy_rdf("delete", "--store", str(demo_store), cwd=tmp_path)
+    assert result.returncode == 2 and "the following arguments are required: TRACE" in result.stderr and "--store took" not in result.stderr
+
+
 def test_to_json_of_several_traces_into_a_json_file_is_refused_and_says_to_use_jsonl(tmp_path):
     rdf = tmp_path / "all.trig"
     assert dspy_rdf("export", str(bundled_traces_path()), "-o", str(rdf), cwd=tmp_path).returncode == 0

@@ -395,6 +395,8 @@ def _to_otlp(args: argparse.Namespace) -> int:
 
     if bool(args.files) == (args.store is not None):
         raise ValueError("give RDF FILEs or --store, not both" if args.files else "give RDF FILEs or --store PATH|URL to read traces from")
+    if not args.files and (took := _store_took("to-otlp", args.store)):
+        raise ValueError(took)
     if args.trace and args.store is None:
         raise ValueError("--trace applies to --store only")
     lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
@@ -426,6 +428,8 @@ def _validate(args: argparse.Namespace) -> int:
         raise ValueError("give input FILEs or --store, not both")
     if not args.files and args.store is None:
         raise ValueError("give input FILEs (JSON, JSONL or RDF) or --store PATH|URL to validate")
+    if not args.files and (took := _store_took("validate", args.store)):
+        raise ValueError(took)
     traces = list(dict.fromkeys(args.trace)) if args.trace else None
     redactor = _redactor(args)
     engine = Engine(args.engine)
@@ -534,7 +538,7 @@ def _query(args: argparse.Namespace) -> int:
 
     if (args.name is None) == (args.sparql is None):
         both = "not both" if args.name is not None else "(neither was given)"
-        raise ValueError(f"give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, {both}")
+        raise ValueError(_store_took("query", args.store) or f"give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, {both}")
     if args.sparql is not None:
         if args.param:
             raise ValueError("--param applies to named queries only")
@@ -596,6 +600,35 @@ def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str 
     )  # fmt: skip
 
 
+def _store_took(command: str, store: str | None) -> str | None:
+    """The error to give when ``command`` lacks its positional argument and ``--store`` took a value that looks like
+    one (a query name, a trace IRI, an input file), else None: ``--store [PATH|URL]`` takes the next word, whatever
+    it is, so ``dspy-rdf query --store tool_calls_per_tool`` reads a store named tool_calls_per_tool."""
+    from pathlib import Path
+
+    if not store or store.startswith("-"):
+        return None
+    path = Path(store)
+    if command == "query":
+        from dspy_rdf.analytics import list_queries
+
+        looks_like_it = store in {q.name for q in list_queries()} and not path.exists()
+        missing, write = "query NAME", "the query name"
+    elif command == "delete":
+        from dspy_rdf.identity import is_absolute_iri
+
+        looks_like_it = is_absolute_iri(store) and not path.is_dir()
+        missing, write = "TRACE", "the trace IRI"
+    elif command in ("export", "validate", "to-otlp"):
+        looks_like_it = path.is_file()  # a store is a directory or a URL, never a file
+        missing, write = "input FILE", "the files"
+    else:
+        return None
+    if not looks_like_it:
+        return None
+    return f"no {missing} was given: --store took {store!r} as the store; write {write} before --store, or --store=PATH"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     import argparse
     from pathlib import Path
@@ -603,7 +636,23 @@ def _build_parser() -> argparse.ArgumentParser:
     from dspy_rdf.identity import DEFAULT_BASE
     from dspy_rdf.model import SOURCE_FORMATS
 
-    parser = argparse.ArgumentParser(prog="dspy-rdf", description="DSPy traces as linked data (RDF, SHACL, SPARQL).")
+    class Parser(argparse.ArgumentParser):
+        """argparse's parser, and its subcommands', whose error for a missing positional argument says when
+        ``--store`` took it (see :func:`_store_took`)."""
+
+        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+            self.words = list(sys.argv[1:] if args is None else args)
+            return super().parse_known_args(args, namespace)
+
+        def error(self, message: str) -> Any:
+            if message.startswith("the following arguments are required"):
+                store = self.words[self.words.index("--store") + 1] if "--store" in self.words[:-1] else None
+                took = _store_took(self.prog.rpartition(" ")[2], store)
+                if took:
+                    self.exit(2, f"error: {took}\n")
+            super().error(message)
+
+    parser = Parser(prog="dspy-rdf", description="DSPy traces as linked data (RDF, SHACL, SPARQL).")
     sub = parser.add_subparsers(dest="command", required=True)
     formats = ["ttl", "nt", "nq", "trig", "jsonld"]
 
