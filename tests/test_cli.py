@@ -165,3 +165,15 @@ def test_a_large_jsonl_export_is_written_in_batches_that_read_back_whole(tmp_pat
     traces = parse_traces(out, RdfFormat(fmt))
     # Identical lines are one trace (one IRI); each distinct trace comes back whole.
     assert len(traces) == len(set(lines))
+
+
+def test_the_demo_tables_show_trace_iris_whole_so_they_can_be_pasted(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "dspy_rdf.cli", "demo", "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    shown = re.findall(r"urn:dspy-rdf:trace:sha256-[0-9a-f]*.?", result.stdout)
+    assert shown and all(re.fullmatch(r"urn:dspy-rdf:trace:sha256-[0-9a-f]{32}[\s/]", iri) for iri in shown), shown
