@@ -3,8 +3,9 @@
 Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or input error; 130 when interrupted
 (Ctrl-C), 143 when terminated (SIGTERM).
 
-Loading this module imports nothing but ``io``, ``os``, ``sys`` (loaded with Python) and ``contextlib``: every import, of the standard library
-too, happens in :func:`main`, under its handler of Ctrl-C, so that a Ctrl-C at any moment of the start is one line.
+Loading this module imports nothing but ``io``, ``os``, ``sys`` (loaded with Python) and ``contextlib``: every other
+import, of the standard library too, happens in :func:`main`, under its handler of Ctrl-C, so that a Ctrl-C at any
+moment of the start is one line.
 """
 
 from __future__ import annotations
@@ -235,7 +236,8 @@ def _export(args: argparse.Namespace) -> int:
         notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
     if inputs.read - len(unwritable) > count:
         notes.append(f"{inputs.read - len(unwritable) - count} duplicate(s) of a trace already written")
-    _say(f"wrote {count} trace(s) to {_output_name(args.output)} ({fmt.value})" + "".join(f"; {n}" for n in notes), _summary_stream(args.output))
+    summary = f"wrote {count} trace(s) to {_output_name(args.output)} ({fmt.value})" + "".join(f"; {n}" for n in notes)
+    _say(summary, _summary_stream(args.output))
     return 1 if inputs.skipped or unwritable else 0
 
 
@@ -380,9 +382,8 @@ def _to_json(args: argparse.Namespace) -> int:
         if lines:
             for trace in traces:
                 handle.write((json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n").encode("utf-8"))
-        else:
-            for trace in traces:
-                handle.write((json.dumps(trace_to_json(trace), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        elif traces:
+            handle.write((json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     _say(f"wrote {len(traces)} trace(s) to {_output_name(args.output)}", _summary_stream(args.output))
     return 0
 
@@ -400,7 +401,7 @@ def _to_otlp(args: argparse.Namespace) -> int:
     if args.trace and args.store is None:
         raise ValueError("--trace applies to --store only")
     lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
-    _output_target(args.output)
+    _output_target(args.output)  # a directory is refused before any work
     with contextlib.ExitStack() as stack:
         if args.store is not None:
             from dspy_rdf.store import open_store
@@ -417,7 +418,8 @@ def _to_otlp(args: argparse.Namespace) -> int:
     notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
     if report.refused:
         notes.append(f"{len(report.refused)} not written")
-    _say(f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes), _summary_stream(args.output))
+    summary = f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes)
+    _say(summary, _summary_stream(args.output))
     return 1 if report.refused else 0
 
 
@@ -645,8 +647,9 @@ def _build_parser() -> argparse.ArgumentParser:
             return super().parse_known_args(args, namespace)
 
         def error(self, message: str) -> Any:
+            words = getattr(self, "words", [])
             if message.startswith("the following arguments are required"):
-                store = self.words[self.words.index("--store") + 1] if "--store" in self.words[:-1] else None
+                store = words[words.index("--store") + 1] if "--store" in words[:-1] else None  # not --store=VALUE
                 took = _store_took(self.prog.rpartition(" ")[2], store)
                 if took:
                     self.exit(2, f"error: {took}\n")
@@ -926,10 +929,10 @@ def _stdout_written_whole() -> Iterator[None]:
         yield
         return
     original.flush()
+    raw = _WholeWrites(fd, shown_as="standard output", closefd=False)
     stream = io.TextIOWrapper(
-        io.BufferedWriter(_WholeWrites(fd, shown_as="standard output", closefd=False), buffer_size=1 << 16), encoding=original.encoding, errors=original.errors,
-        line_buffering=original.line_buffering,
-    )  # fmt: skip
+        io.BufferedWriter(raw, buffer_size=1 << 16), encoding=original.encoding, errors=original.errors, line_buffering=original.line_buffering
+    )
     sys.stdout = stream
     try:
         yield

@@ -44,7 +44,7 @@ def _decode(raw: bytes, source: str, line: int | None) -> object:
         text = raw[skipped:].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TraceInputError(f"not UTF-8 text (byte {skipped + exc.start + 1})", source=source, line=line) from None
-    if not text.strip():  # a .json file with nothing in it (JSON Lines skip their blank lines)
+    if not text or text.isspace():  # a .json file with nothing in it (JSON Lines skip their blank lines)
         raise TraceInputError("empty: the file holds no JSON value", source=source, line=line)
     try:
         return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
