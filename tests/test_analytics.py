@@ -767,6 +767,15 @@ def test_the_table_rounds_float_noise_but_csv_and_json_keep_the_value():
     assert json.loads(result.format("json")) == raw
 
 
+def test_the_table_shows_iris_whole_and_cuts_other_long_text():
+    iri = "urn:dspy-rdf:trace:sha256-" + "0123456789abcdef" * 2 + "/entry/0/response/output/0/part/1"
+    raw = {"head": {"vars": ["call", "text"]}, "results": {"bindings": [
+        {"call": {"type": "uri", "value": iri}, "text": {"type": "literal", "value": "x" * 80}},
+    ]}}  # fmt: skip
+    row = QueryResult.from_json(raw).to_table(max_width=20).splitlines()[2]
+    assert row == f"{iri}  {'x' * 19}…"
+
+
 @pytest.fixture(scope="module")
 def rdflib_dataset(store):
     import io

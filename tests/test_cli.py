@@ -219,3 +219,15 @@ def test_an_edited_trace_in_rdf_is_exported_under_the_iri_of_its_new_content(tmp
         written = {line.rsplit(" ", 2)[-2] for line in out.read_text(encoding="utf-8").splitlines()}
         assert graph not in written and len(written) == len({line.rsplit(" ", 2)[-2] for line in lines})
         assert "edited " in out.read_text(encoding="utf-8")
+
+
+def test_the_demo_tables_show_trace_iris_whole_so_they_can_be_pasted(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "dspy_rdf.cli", "demo", "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    shown = re.findall(r"urn:dspy-rdf:trace:sha256-[0-9a-f]*.?", result.stdout)
+    assert shown and all(re.fullmatch(r"urn:dspy-rdf:trace:sha256-[0-9a-f]{32}[\s/]", iri) for iri in shown), shown

@@ -300,7 +300,7 @@ def test_cli_export_stats_dump_delete_over_a_store(tmp_path, capsys):
     dumped = parse_traces(out, RdfFormat.TRIG)
     assert len(dumped) == 10
     assert main(["delete", dumped[0][0], "--store", store]) == 0
-    assert main(["delete", dumped[0][0], "--store", store]) == 1
+    assert main(["delete", dumped[0][0], "--store", store]) == 2
     assert main(["stats", "--store", store, "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["traces"] == 9
 

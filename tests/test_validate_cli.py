@@ -184,3 +184,22 @@ def test_a_skipped_input_exits_1(tmp_path, capsys):
     bad.write_text('{"not": "a trace"}\n', encoding="utf-8")
     assert main(["validate", str(bad), str(DATA / "part_text.json")]) == 1
     assert "skipped" in capsys.readouterr().err
+
+
+def test_an_ill_typed_literal_in_a_turtle_report_is_shown_with_nothing_else_on_stderr(tmp_path, engine):
+    import subprocess
+
+    trace = "urn:x:t"
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    (tmp_path / "ill.nq").write_text(
+        f'<{trace}> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{D}Trace> <{trace}> .\n'
+        f'<{trace}> <{D}source_index> "abc"^^<{xsd}integer> <{trace}> .\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "dspy_rdf.cli", "validate", "ill.nq", "--format", "ttl", "--engine", engine],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (1, "")
+    report = rdflib.Graph().parse(data=result.stdout, format="turtle")
+    assert (None, SH.sourceConstraintComponent, SH.DatatypeConstraintComponent) in report
+    assert {str(value) for value in report.objects(None, SH.value)} == {"abc"}

@@ -41,11 +41,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyoxigraph as ox
+if TYPE_CHECKING:  # the store and pyoxigraph are imported when a query runs: `dspy-rdf --help` needs FORMATS only
+    import pyoxigraph as ox
 
-from dspy_rdf.store import SparqlJson, TraceStore, term_value
+    from dspy_rdf.store import SparqlJson, TraceStore
 
 __all__ = [
     "FORMATS",
@@ -209,6 +210,8 @@ def sparql_term(value: Any, type: str = "string") -> str:
     must read back as exactly the same term, so a value the escaping did not neutralise is refused instead of
     being run. Raises ValueError for a value that is not of the type.
     """
+    import pyoxigraph as ox
+
     if type == "string":
         if not isinstance(value, str):
             raise ValueError(f"expected {_EXPECTED['string']}, got {value!r}")
@@ -401,6 +404,8 @@ class QueryResult:
 
     @classmethod
     def from_json(cls, raw: SparqlJson, sparql: str = "") -> QueryResult:
+        from dspy_rdf.store import term_value
+
         if "boolean" in raw:
             return cls(["boolean"], [(bool(raw["boolean"]),)], raw, sparql)
         columns = list(raw["head"].get("vars", []))
@@ -420,15 +425,19 @@ class QueryResult:
         return pd.DataFrame.from_records(self.rows, columns=self.columns)
 
     def to_table(self, *, max_width: int = 60) -> str:
-        """An aligned plain-text table; line breaks in cells shown as ``\\n``, cells cut to ``max_width`` characters."""
+        """An aligned plain-text table; line breaks in cells shown as ``\\n``, cells cut to ``max_width`` characters,
+        except IRIs: they are shown whole, so that one can be pasted (into ``--trace``, ``dspy-rdf delete``)."""
 
-        def show(value: Any) -> str:
+        def show(value: Any, iri: bool) -> str:
             if isinstance(value, float):  # sums of costs carry binary noise (0.00035879999999999994); csv/json keep it
                 value = float(format(value, ".12g"))
             text = _cell(value).replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
-            return text if len(text) <= max_width else text[: max_width - 1] + "…"
+            return text if iri or len(text) <= max_width else text[: max_width - 1] + "…"
 
-        body = [[show(v) for v in row] for row in self.rows]
+        bindings = self.raw.get("results", {}).get("bindings", [])
+        if len(bindings) != len(self.rows):  # a boolean answer, or a result made by hand: no term types to go by
+            bindings = [{}] * len(self.rows)
+        body = [[show(v, (b.get(c) or {}).get("type") == "uri") for c, v in zip(self.columns, row)] for row, b in zip(self.rows, bindings)]
         widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(self.columns)]
         numeric = [bool(self.rows) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) or r[i] is None for r in self.rows) for i in range(len(self.columns))]
 

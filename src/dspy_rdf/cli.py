@@ -1,39 +1,109 @@
 """The ``dspy-rdf`` command: a thin layer over the library.
 
-Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or input error.
+Exit codes: 0 success; 1 something was skipped or does not conform; 2 usage or input error; 130 when interrupted
+(Ctrl-C), 143 when terminated (SIGTERM).
+
+Loading this module imports nothing but ``io``, ``os``, ``sys`` (loaded with Python) and ``contextlib``: every other
+import, of the standard library too, happens in :func:`main`, under its handler of Ctrl-C, so that a Ctrl-C at any
+moment of the start is one line.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
+import io
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, BinaryIO
 
-__all__ = ["main"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start (type checkers take it as theirs)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+    from typing import Any, BinaryIO
+
+__all__ = ["Interrupted", "main"]
 
 
-def _output_file(path: Path) -> Path:
-    """The file an output option names, checked before any work: not a directory. A symbolic link is written
-    through (to its target), as other tools do."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if target.is_dir():
+STANDARD_OUTPUT = "-"
+"""What ``-o`` takes to mean standard output."""
+
+
+def _output_target(path: Path | None) -> Path | None:
+    """Where an output option writes, checked before any work: ``None`` for standard output (no option, or ``-``);
+    a directory is refused; a symbolic link to a file is written through (to its target), as other tools do; a
+    device, FIFO or pipe (``/dev/stdout``, ``/dev/null``) is the path itself."""
+    import stat
+    from pathlib import Path
+
+    if path is None or str(path) == STANDARD_OUTPUT:
+        return None
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:  # a new file (or a link to one)
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise ValueError(f"{path} is a directory; give the name of a file to write")
-    return target
+    if mode is not None and not stat.S_ISREG(mode):
+        return path
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _output_name(path: Path | None) -> str:
+    """An output as messages name it."""
+    return "standard output" if _output_target(path) is None else str(path)
+
+
+def _is_standard_output(path: Path | None) -> bool:
+    """Whether an output option names standard output (``-``, or ``/dev/stdout`` and the like): the command's
+    messages then go to standard error, apart from the data."""
+    target = _output_target(path)
+    if target is None:
+        return True
+    try:
+        here, out = os.stat(target), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
+
+
+def _summary_stream(output: Path | None) -> Any:
+    """Where a command that writes ``output`` prints its summary: standard output, unless the data goes there."""
+    return sys.stderr if _is_standard_output(output) else sys.stdout
+
+
+def _naming(error: OSError, path: Path | str) -> OSError:
+    """The same error (the same subclass: it follows the errno) naming ``path``, the output the user gave: the name
+    of a temporary file, or none at all, would not tell which output failed."""
+    return OSError(error.errno, error.strerror, str(path))
 
 
 @contextmanager
-def _atomic_output(path: Path) -> Iterator[BinaryIO]:
-    """A binary handle on a temporary file that replaces ``path`` (or the target of the link ``path`` is) only if
-    the block succeeds, so a failure never leaves half a file and never touches an existing one. The file gets the
-    mode an existing file had, else the one the umask gives a new file (as ``open`` would)."""
-    target = _output_file(path)
+def _output(path: Path | None) -> Iterator[BinaryIO]:
+    """A binary handle on what an output option names (see :func:`_output_target`).
+
+    A regular file is written through a temporary file beside it that replaces it (or the target of the link
+    ``path`` is) only if the block succeeds, so a failure never leaves half a file and never touches an existing
+    one; the file gets the mode an existing file had, else the one the umask gives a new file (as ``open`` would).
+    Standard output, a device, a FIFO or a pipe is written directly: nothing can be renamed over it. Errors name
+    ``path``."""
+    import tempfile
+    from pathlib import Path
+
+    target = _output_target(path)
+    if target is None:
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    if target.exists() and not target.is_file():
+        try:
+            fd = os.open(target, os.O_WRONLY)
+        except OSError as exc:
+            raise _naming(exc, path) from None
+        with io.BufferedWriter(_WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
+            yield handle
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = target.stat().st_mode & 0o7777
@@ -41,13 +111,22 @@ def _atomic_output(path: Path) -> Iterator[BinaryIO]:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    try:
+        with io.BufferedWriter(_WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
             yield handle
             handle.flush()
-            os.fchmod(handle.fileno(), mode)
-        os.replace(tmp, target)
+            try:
+                os.fchmod(handle.fileno(), mode)
+            except OSError as exc:
+                raise _naming(exc, path) from None
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise _naming(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -131,9 +210,9 @@ def _export(args: argparse.Namespace) -> int:
         return _export_to_store(args, inputs, redactor)
     if args.bulk:
         raise ValueError("--bulk applies to --store only")
-    fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.output)
-    target = _output_file(args.output)
-    if target.exists() and any(path.exists() and os.path.samefile(path, target) for path in args.files):
+    target = _output_target(args.output)
+    fmt = RdfFormat(args.format) if args.format else RdfFormat.N_QUADS if target is None else RdfFormat.from_path(args.output)
+    if target is not None and target.exists() and any(path.exists() and os.path.samefile(path, target) for path in args.files):
         raise ValueError(f"-o {args.output} is one of the inputs; give another file to write")
     unwritable = []
 
@@ -144,19 +223,21 @@ def _export(args: argparse.Namespace) -> int:
         unwritable.append(error)
 
     try:
-        with _progress(args.files) as progress, _atomic_output(args.output) as handle:
+        with _progress(args.files) as progress, _output(args.output) as handle:
             count = write_traces(inputs.traces(progress), handle, fmt, base=args.base, on_error=not_written, redactor=redactor)
             if count == 0 and (inputs.skipped or unwritable):
                 raise _NothingWritten
     except _NothingWritten:
-        print(f"wrote no trace: every input failed; {args.output} was left as it was", file=sys.stderr)
+        kept = f"; {args.output} was left as it was" if target is not None and target.is_file() else ""
+        print(f"wrote no trace: every input failed{kept}", file=sys.stderr)
         return 1
     notes = [f"skipped {inputs.skipped} bad input(s)"] if inputs.skipped else []
     if unwritable:
         notes.append(f"{len(unwritable)} trace(s) could not be written as RDF")
     if inputs.read - len(unwritable) > count:
         notes.append(f"{inputs.read - len(unwritable) - count} duplicate(s) of a trace already written")
-    print(f"wrote {count} trace(s) to {args.output} ({fmt.value})" + "".join(f"; {n}" for n in notes))
+    summary = f"wrote {count} trace(s) to {_output_name(args.output)} ({fmt.value})" + "".join(f"; {n}" for n in notes)
+    _say(summary, _summary_stream(args.output))
     return 1 if inputs.skipped or unwritable else 0
 
 
@@ -196,7 +277,7 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
     if report.failed:
         notes.append(f"{len(report.failed)} could not be written")
     mode = " (bulk load)" if args.bulk else ""
-    print(f"stored {len(report.written)} trace(s), {report.triples} triples, in {location}{mode}" + "".join(f"; {n}" for n in notes))
+    _say(f"stored {len(report.written)} trace(s), {report.triples} triples, in {location}{mode}" + "".join(f"; {n}" for n in notes))
     try:
         store.close()
     except StoreError as exc:  # e.g. the disk filled up while the store flushed its memory to its files
@@ -210,6 +291,8 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
 
 def _close_quietly(store) -> None:
     """Close a store after an error that is being reported: a second error while closing would only hide it."""
+    import contextlib
+
     with contextlib.suppress(Exception):
         store.close()
 
@@ -219,6 +302,8 @@ _OPTIMIZE_AFTER_TRIPLES = 1_000_000
 
 
 def _stats(args: argparse.Namespace) -> int:
+    import json
+
     from dspy_rdf.store import open_store
 
     with open_store(args.store, read_only=True) as store:
@@ -229,7 +314,7 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         from dspy_rdf.store import STATS
 
-        print(f"store: {location}")
+        _say(f"store: {location}")
         for name, value in counts.items():
             print(f"{value:>12,}  {STATS.get(name, name)}")
     return 0
@@ -244,27 +329,28 @@ def _delete(args: argparse.Namespace) -> int:
     with open_store(args.store, create=False) as store:
         for iri in args.traces:
             if store.delete(iri):
-                print(f"deleted {iri}")
-            else:
-                print(f"no trace {iri} in {store.location}", file=sys.stderr)
+                _say(f"deleted {iri}")
+            else:  # as dump, prov, validate and to-otlp say of a trace that is not there
+                _error(f"no trace {iri} in the store at {store.location}")
                 missing += 1
-    return 1 if missing else 0
+    return 2 if missing else 0
 
 
 def _dump(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
-    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
-    if args.output is not None:
-        _output_file(args.output)
-    with open_store(args.store, read_only=True) as store:
-        if args.output is None:
-            count = store.dump(sys.stdout.buffer, traces=args.trace or None, trig=trig)
-        else:
-            with _atomic_output(args.output) as handle:
-                count = store.dump(handle, traces=args.trace or None, trig=trig)
-    print(f"dumped {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+    trig = _trig_output(args)
+    with open_store(args.store, read_only=True) as store, _output(args.output) as handle:
+        count = store.dump(handle, traces=args.trace or None, trig=trig)
+    print(f"dumped {count} trace(s) to {_output_name(args.output)}", file=sys.stderr)
     return 0
+
+
+def _trig_output(args: argparse.Namespace) -> bool:
+    """Whether dump or prov writes TriG (else N-Quads): ``--format``, else the output file's extension, else
+    N-Quads. Checks the output before any work."""
+    target = _output_target(args.output)
+    return (args.format or (args.output.suffix.lstrip(".") if target is not None else "nq")) == "trig"
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -273,38 +359,47 @@ def _report(args: argparse.Namespace) -> int:
 
     with open_store(args.store, read_only=True) as store:
         page = write_report(store, args.out)
-    print(f"wrote {page}")
+    _say(f"wrote {page}")
     return 0
 
 
 def _to_json(args: argparse.Namespace) -> int:
+    import json
+
     from dspy_rdf.formats import RdfFormat, parse_traces
     from dspy_rdf.tracejson import trace_to_json
 
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.file)
-    _output_file(args.output)
+    stream = _output_target(args.output) is None
     traces = [trace for _, trace in parse_traces(args.file, fmt)]
-    if len(traces) > 1 and args.output.suffix.lower() != ".jsonl":
+    # JSON Lines in a .jsonl file, and for several traces on standard output; else one indented JSON object
+    lines = args.output.suffix.lower() == ".jsonl" or stream and len(traces) > 1
+    if len(traces) > 1 and not lines:
         raise ValueError(f"{args.file} holds {len(traces)} traces: write them to a .jsonl file (one trace a line), not {args.output}")
-    with _atomic_output(args.output) as handle:
-        if len(traces) == 1 and args.output.suffix.lower() != ".jsonl":
-            handle.write((json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-        else:
+    with _output(args.output) as handle:
+        if lines:
             for trace in traces:
                 handle.write((json.dumps(trace_to_json(trace), ensure_ascii=False) + "\n").encode("utf-8"))
-    print(f"wrote {len(traces)} trace(s) to {args.output}")
+        elif traces:
+            handle.write((json.dumps(trace_to_json(traces[0]), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    _say(f"wrote {len(traces)} trace(s) to {_output_name(args.output)}", _summary_stream(args.output))
     return 0
 
 
 def _to_otlp(args: argparse.Namespace) -> int:
+    import contextlib
+
     from dspy_rdf.formats import RdfFormat, parse_traces
     from dspy_rdf.to_otlp import write_otlp
 
     if bool(args.files) == (args.store is not None):
         raise ValueError("give RDF FILEs or --store, not both" if args.files else "give RDF FILEs or --store PATH|URL to read traces from")
+    if not args.files and (took := _store_took("to-otlp", args.store)):
+        raise ValueError(took)
     if args.trace and args.store is None:
         raise ValueError("--trace applies to --store only")
     lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
+    _output_target(args.output)  # a directory is refused before any work
     with contextlib.ExitStack() as stack:
         if args.store is not None:
             from dspy_rdf.store import open_store
@@ -314,14 +409,15 @@ def _to_otlp(args: argparse.Namespace) -> int:
         else:
             fmt = RdfFormat(args.format) if args.format else None
             pairs = (pair for path in args.files for pair in parse_traces(path, fmt or RdfFormat.from_path(path)))
-        with _atomic_output(args.output) as handle:
+        with _output(args.output) as handle:
             report = write_otlp(pairs, handle, lines=lines)
     for iri, error in report.refused:
         print(f"not written: {iri}: {error}", file=sys.stderr)
     notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
     if report.refused:
         notes.append(f"{len(report.refused)} not written")
-    print(f"wrote {report.written} trace(s) to {args.output} (OTLP JSON)" + "".join(f"; {n}" for n in notes))
+    summary = f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes)
+    _say(summary, _summary_stream(args.output))
     return 1 if report.refused else 0
 
 
@@ -332,6 +428,8 @@ def _validate(args: argparse.Namespace) -> int:
         raise ValueError("give input FILEs or --store, not both")
     if not args.files and args.store is None:
         raise ValueError("give input FILEs (JSON, JSONL or RDF) or --store PATH|URL to validate")
+    if not args.files and (took := _store_took("validate", args.store)):
+        raise ValueError(took)
     traces = list(dict.fromkeys(args.trace)) if args.trace else None
     redactor = _redactor(args)
     engine = Engine(args.engine)
@@ -372,27 +470,24 @@ def _prov(args: argparse.Namespace) -> int:
     from dspy_rdf.prov import write_prov
     from dspy_rdf.store import open_store
 
-    trig = (args.format or (args.output.suffix.lstrip(".") if args.output else "nq")) == "trig"
-    if args.output is not None:
-        _output_file(args.output)
+    trig = _trig_output(args)
     with open_store(args.store, read_only=True) as store:
         traces = list(dict.fromkeys(args.trace)) if args.trace else None
         with _bar(lambda: len(traces) if traces is not None else len(store.trace_iris()), unit=" traces", desc="prov") as progress:
-            if args.output is None:
-                count = write_prov(store, sys.stdout.buffer, traces=traces, trig=trig, progress=progress)
-            else:
-                with _atomic_output(args.output) as handle:
-                    count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
-    print(f"wrote the PROV-O view of {count} trace(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr)
+            with _output(args.output) as handle:
+                count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
+    print(f"wrote the PROV-O view of {count} trace(s) to {_output_name(args.output)}", file=sys.stderr)
     return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from dspy_rdf.demo import run_demo
 
     if args.store and "://" in args.store:
         raise ValueError("the demo writes into the embedded store: give --store a directory")
-    return run_demo(store_path=Path(args.store) if args.store else None, out=sys.stdout)
+    return run_demo(store_path=Path(args.store) if args.store else None, out=_RedactedStream(sys.stdout, _MESSAGES.shown))
 
 
 def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], from_help: str) -> None:
@@ -415,6 +510,8 @@ def _parse_params(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _queries(args: argparse.Namespace) -> int:
+    import json
+
     from dspy_rdf.analytics import list_queries
 
     queries = list_queries()
@@ -434,12 +531,14 @@ def _queries(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from dspy_rdf.analytics import run_query
     from dspy_rdf.store import open_store
 
     if (args.name is None) == (args.sparql is None):
         both = "not both" if args.name is not None else "(neither was given)"
-        raise ValueError(f"give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, {both}")
+        raise ValueError(_store_took("query", args.store) or f"give a query NAME (see `dspy-rdf queries`) or --sparql FILE_OR_TEXT, {both}")
     if args.sparql is not None:
         if args.param:
             raise ValueError("--param applies to named queries only")
@@ -491,21 +590,70 @@ def _redaction_options(parser: argparse.ArgumentParser, no_redact_help: str) -> 
     )
 
 
-def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str = "the store") -> None:
-    """``--store [PATH|URL]``, the same on every command: a directory (embedded) or a SPARQL server URL; the value
-    may be left out (``--store`` alone), which means the default store."""
+def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str = "the store", *, servers: bool = True) -> None:
+    """``--store [PATH|URL]``, the same on every command: a directory (embedded) or, where ``servers``, a SPARQL
+    server URL; the value may be left out (``--store`` alone), which means the default store."""
+    kinds = "a store directory (embedded) or a SPARQL server URL" if servers else "a store directory (embedded)"
     parser.add_argument(
-        "--store", nargs="?", const="", metavar="PATH|URL",
-        help=f"{what}: a store directory (embedded) or a SPARQL server URL; without a value, or when not given where a "
-        f"store is needed, the default store ({default_help})",
+        "--store", nargs="?", const="", metavar="PATH|URL" if servers else "PATH",
+        help=f"{what}: {kinds}; without a value, or when not given where a store is needed, the default store ({default_help})",
     )  # fmt: skip
 
 
+def _store_took(command: str, store: str | None) -> str | None:
+    """The error to give when ``command`` lacks its positional argument and ``--store`` took a value that looks like
+    one (a query name, a trace IRI, an input file), else None: ``--store [PATH|URL]`` takes the next word, whatever
+    it is, so ``dspy-rdf query --store tool_calls_per_tool`` reads a store named tool_calls_per_tool."""
+    from pathlib import Path
+
+    if not store or store.startswith("-"):
+        return None
+    path = Path(store)
+    if command == "query":
+        from dspy_rdf.analytics import list_queries
+
+        looks_like_it = store in {q.name for q in list_queries()} and not path.exists()
+        missing, write = "query NAME", "the query name"
+    elif command == "delete":
+        from dspy_rdf.identity import is_absolute_iri
+
+        looks_like_it = is_absolute_iri(store) and not path.is_dir()
+        missing, write = "TRACE", "the trace IRI"
+    elif command in ("export", "validate", "to-otlp"):
+        looks_like_it = path.is_file()  # a store is a directory or a URL, never a file
+        missing, write = "input FILE", "the files"
+    else:
+        return None
+    if not looks_like_it:
+        return None
+    return f"no {missing} was given: --store took {store!r} as the store; write {write} before --store, or --store=PATH"
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    import argparse
+    from pathlib import Path
+
     from dspy_rdf.identity import DEFAULT_BASE
     from dspy_rdf.model import SOURCE_FORMATS
 
-    parser = argparse.ArgumentParser(prog="dspy-rdf", description="DSPy traces as linked data (RDF, SHACL, SPARQL).")
+    class Parser(argparse.ArgumentParser):
+        """argparse's parser, and its subcommands', whose error for a missing positional argument says when
+        ``--store`` took it (see :func:`_store_took`)."""
+
+        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+            self.words = list(sys.argv[1:] if args is None else args)
+            return super().parse_known_args(args, namespace)
+
+        def error(self, message: str) -> Any:
+            words = getattr(self, "words", [])
+            if message.startswith("the following arguments are required"):
+                store = words[words.index("--store") + 1] if "--store" in words[:-1] else None  # not --store=VALUE
+                took = _store_took(self.prog.rpartition(" ")[2], store)
+                if took:
+                    self.exit(2, f"error: {took}\n")
+            super().error(message)
+
+    parser = Parser(prog="dspy-rdf", description="DSPy traces as linked data (RDF, SHACL, SPARQL).")
     sub = parser.add_subparsers(dest="command", required=True)
     formats = ["ttl", "nt", "nq", "trig", "jsonld"]
 
@@ -616,38 +764,205 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_validate)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")
-    _store_option(demo, store_help, "where to export the bundled traces (a directory: the demo uses the embedded store)")
+    _store_option(demo, store_help, "where to export the bundled traces", servers=False)
     demo.set_defaults(run=_demo)
     return parser
 
 
 def _error(message: str) -> None:
-    """One line on stderr, secrets redacted."""
-    from dspy_rdf.errors import shown
+    """One line on stderr (which redacts secrets, see :class:`_Messages`)."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
 
-    print(f"error: {shown(' '.join(message.split()))}", file=sys.stderr)
+
+def _say(message: str, file: Any = None) -> None:
+    """Print a message of the command (a summary) on standard output, or on ``file``, with secrets redacted."""
+    print(_MESSAGES.shown(message), file=file or sys.stdout)
+
+
+class _Messages:
+    """The one redaction point of what the command says: errors, warnings and summaries. Everything written to
+    standard error passes through :meth:`shown` (see :meth:`redacting_stderr`), and so does every summary printed on
+    standard output (:func:`_say`). Secrets are redacted as exports redact them, by the default patterns, or for a
+    command with redaction options by its ``--redact-pattern`` and ``--redact-field`` too, or not at all with its
+    ``--no-redact``. The data a command writes (dumps, query results, reports) is not a message."""
+
+    def __init__(self) -> None:
+        self.redact: Callable[[str], str] | None = self.default
+
+    @staticmethod
+    def default(text: str) -> str:
+        from dspy_rdf.errors import shown
+
+        return shown(text)
+
+    def shown(self, text: str) -> str:
+        """``text`` as the command may show it."""
+        return text if self.redact is None else self.redact(text)
+
+    def follow(self, args: argparse.Namespace) -> None:
+        """Redact as the command's own redaction options say, where it has them."""
+        if hasattr(args, "no_redact"):
+            redactor = _redactor(args)
+            self.redact = None if redactor is None else redactor.redact_text
+
+    @contextmanager
+    def redacting_stderr(self) -> Iterator[None]:
+        """Standard error, for the block, through :meth:`shown`; then as it was, and the default redaction again."""
+        original = sys.stderr
+        sys.stderr = _RedactedStream(original, self.shown)
+        try:
+            yield
+        finally:
+            sys.stderr = original
+            self.redact = self.default
+
+
+class _RedactedStream:
+    """A text stream that writes to ``stream`` what ``shown`` makes of each text; anything else is the stream's."""
+
+    def __init__(self, stream: Any, shown: Callable[[str], str]) -> None:
+        self._stream = stream
+        self._shown = shown
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._shown(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+_MESSAGES = _Messages()
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command was stopped by a signal: ``signal`` is SIGINT (Ctrl-C) or SIGTERM. A KeyboardInterrupt, so that
+    what cleans up after Ctrl-C (temporary outputs, worker processes) cleans up after SIGTERM too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal = signum
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread. The first one stops the
+    command; the ones after it are ignored, so that a second Ctrl-C cannot break the cleanup the first one started.
+    A signal ignored by whoever started the command (``nohup``, a background job of a script) stays ignored. The
+    handlers before are put back when the block ends, unless a signal stopped it (the process is ending)."""
+    import signal
+
+    stops = [number for number in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(number) is not signal.SIG_IGN]
+
+    def stop(signum: int, frame: object) -> None:
+        for number in stops:
+            signal.signal(number, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    try:
+        previous = {number: signal.signal(number, stop) for number in stops}
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    except Interrupted:
+        raise
+    except BaseException:
+        _restore_handlers(previous)
+        raise
+    _restore_handlers(previous)
+
+
+def _restore_handlers(handlers: dict) -> None:
+    import signal
+
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code (0, 1, 2 on an error, 130 when interrupted)."""
+    """Run the command line; return the exit code: 0, 1 (see the module docstring), 2 on an error, 128 + the signal
+    when one stopped it (130 Ctrl-C, 143 SIGTERM). Everything, imports and the parser included, runs under the
+    handler of those signals: a Ctrl-C at any moment is one line, never a traceback."""
+    try:
+        with _stopped_by_signals():
+            return _run(argv)
+    except KeyboardInterrupt as exc:
+        import signal
+
+        signum = exc.signal if isinstance(exc, Interrupted) else signal.SIGINT
+        print("terminated" if signum == signal.SIGTERM else "interrupted", file=sys.stderr)
+        return 128 + signum
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse the command line and run the command, each error reported as one line."""
     from dspy_rdf.errors import DspyRdfError
 
-    args = _build_parser().parse_args(argv)
+    with _MESSAGES.redacting_stderr():
+        try:
+            with _stdout_written_whole():
+                args = _build_parser().parse_args(argv)
+                _MESSAGES.follow(args)
+                return args.run(args)
+        except BrokenPipeError:  # the reader of our output went away (`dspy-rdf dump | head`)
+            _error("the output was closed before everything was written (broken pipe)")
+            return 2
+        except (DspyRdfError, ValueError, OSError) as exc:  # dspy-rdf's own errors, bad input, files, disk, network
+            _error(_os_message(exc) if type(exc).__module__ == "builtins" and isinstance(exc, OSError) else str(exc))
+            return 2
+
+
+@contextmanager
+def _stdout_written_whole() -> Iterator[None]:
+    """Standard output for the command, written whole or not at all: a write raises BrokenPipeError when the reader
+    has gone, and the block ends with a flush, so that every command reports a broken pipe (Python's own standard
+    output takes a large write in part when its reader goes away meanwhile, and says nothing). After a broken pipe,
+    the output is sent to /dev/null: what is still buffered must not fail again when Python exits."""
+    original = sys.stdout
     try:
-        return args.run(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        fd = original.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test capturing the output): nothing to do
+        yield
+        return
+    original.flush()
+    raw = _WholeWrites(fd, shown_as="standard output", closefd=False)
+    stream = io.TextIOWrapper(
+        io.BufferedWriter(raw, buffer_size=1 << 16), encoding=original.encoding, errors=original.errors, line_buffering=original.line_buffering
+    )
+    sys.stdout = stream
+    try:
+        yield
+        stream.flush()
     except BrokenPipeError:
-        # The reader of our output went away (`dspy-rdf dump | head`): nothing more can be written to it, and
-        # Python's own flush at exit must not complain either.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        _error("the output was closed before everything was written (broken pipe)")
-        return 2
-    except (DspyRdfError, ValueError, OSError) as exc:  # dspy-rdf's own errors, bad input, files, disk, network
-        _error(_os_message(exc) if type(exc).__module__ == "builtins" and isinstance(exc, OSError) else str(exc))
-        return 2
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        raise
+    finally:
+        sys.stdout = original
+        try:
+            stream.flush()
+        except OSError:
+            pass  # the output failed while another error is reported: that error is the one to show
+
+
+class _WholeWrites(io.FileIO):
+    """A raw file on a file descriptor whose writes write all they are given, or raise an error naming
+    ``shown_as`` (the output as the user gave it)."""
+
+    def __init__(self, fd: int, *, shown_as: str, closefd: bool) -> None:
+        super().__init__(fd, "wb", closefd=closefd)
+        self.shown_as = shown_as
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        try:
+            while view:
+                view = view[os.write(self.fileno(), view):]
+        except OSError as exc:
+            raise _naming(exc, self.shown_as) from None
+        return total
 
 
 def _os_message(exc: OSError) -> str:

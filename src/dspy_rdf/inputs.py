@@ -41,11 +41,18 @@ class InputItem:
     error: TraceInputError | None
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _decode(raw: bytes, source: str, line: int | None) -> object:
+    # A byte order mark is not JSON, but Windows tools write one at the start of UTF-8 files: it is skipped.
+    skipped = len(_BOM) if raw.startswith(_BOM) else 0
     try:
-        text = raw.decode("utf-8")
+        text = raw[skipped:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceInputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=line) from None
+        raise TraceInputError(f"not UTF-8 text (byte {skipped + exc.start + 1})", source=source, line=line) from None
+    if not text or text.isspace():  # a .json file with nothing in it (JSON Lines skip their blank lines)
+        raise TraceInputError("empty: the file holds no JSON value", source=source, line=line)
     try:
         return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except _DuplicateKey as exc:

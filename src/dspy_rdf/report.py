@@ -450,9 +450,11 @@ def write_report(store: TraceStore, out_dir: str | Path) -> Path:
     """Write ``index.html`` and one PNG per chart into the folder ``out_dir``; return the path of the page.
 
     The folder must be absent, empty, or hold a previous report (which is replaced); it is written whole or not at
-    all. Raises :class:`ReportError` when it cannot be written, and what the store raises when a query fails.
+    all. A symbolic link is followed: the folder it points to is written (and the link kept). Raises
+    :class:`ReportError` when it cannot be written, and what the store raises when a query fails.
     """
-    out = Path(os.path.abspath(out_dir))
+    given = Path(os.path.abspath(out_dir))
+    out = Path(os.path.realpath(given)) if given.is_symlink() else given
     if not out.name:
         raise ReportError(f"{out} cannot hold a report: choose a folder below it", path=str(out))
     _check_target(out)
@@ -477,4 +479,4 @@ def write_report(store: TraceStore, out_dir: str | Path) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return out / "index.html"
+    return given / "index.html"

@@ -39,8 +39,10 @@ data are not used for targets (pySHACL would use them).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+import signal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -699,7 +701,15 @@ def _violations(rows: Iterable[Row], graphs: TraceGraphs) -> list[Violation]:
 _WORKER: dict[str, Any] = {}
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _worker_init(path: str, shapes: str | None) -> None:
+    # A terminal sends Ctrl-C to every process of the group: the parent decides what it means (and stops the workers),
+    # a worker only ends when it is told to, quietly. The signals were blocked when it was forked (see _worker_pool).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _WORKER["store"] = ox.Store.read_only(path)
     _WORKER["compiled"] = compile_shapes(shapes)
 
@@ -726,13 +736,36 @@ WHOLE_STORE_MAX_TRIPLES = 10_000_000
 (whole-store queries peaked at ~0.9 GB per worker on 7.6 M triples)."""
 
 
-def _pool(path: Path, workers: int, shapes: str | Path | None):
+@contextmanager
+def _worker_pool(path: Path, workers: int, shapes: str | Path | None) -> Iterator[Executor]:
+    """``workers`` forked processes that each open the store at ``path`` read-only. They ignore Ctrl-C: when the
+    block ends early (an error, a KeyboardInterrupt), the workers are killed rather than waited for and the work not
+    started is dropped, so that a second Ctrl-C never finds this process waiting on a worker."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(
+    before = set(multiprocessing.active_children())
+    executor = ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init, initargs=(str(path), None if shapes is None else str(shapes))
     )
+    try:
+        # The workers are forked by the first submit: with SIGINT and SIGTERM blocked, so that neither reaches a
+        # worker before it has chosen to ignore Ctrl-C (the executor's own thread, started there, keeps them blocked,
+        # which leaves them to the main thread).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            executor.submit(int)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        yield executor
+    except BaseException:
+        for process in set(multiprocessing.active_children()) - before:
+            process.kill()
+        # The executor's thread sees its workers gone and ends at once: waiting for it here, not at exit, where
+        # Python would wake it while it closes its pipe ("Bad file descriptor").
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    executor.shutdown()
 
 
 # --- validating ---------------------------------------------------------------------------------------------------------
@@ -780,7 +813,7 @@ def validate_graphs_fast(
     # Worker processes open the store read-only, which pyoxigraph says is undefined while another instance writes to
     # it (RocksDB compactions delete files a reader is about to open): only a store opened read-only is shared.
     if workers > 1 and path is not None and oxigraph is not None and not graphs.writable and len(names) >= _PARALLEL_MIN_TRACES:
-        pool = partial(_pool, path, workers, shapes)
+        pool = partial(_worker_pool, path, workers, shapes)
     if slices is None:
         slices = not graphs.complete or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES)
     if oxigraph is not None and slices:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -318,14 +319,30 @@ def _expand(text: str) -> rdflib.URIRef:
         return rdflib.URIRef(text)
 
 
+class _IllTypedLiteralWarnings(logging.Filter):
+    """Drops rdflib's warning (with a traceback) that a literal's lexical form is not valid for its datatype."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to convert Literal lexical form")
+
+
+_ILL_TYPED = _IllTypedLiteralWarnings()
+
+
 def _value_term(text: str) -> rdflib.term.Node:
     if text.startswith('"'):
         from rdflib.util import from_n3
 
+        # A value a report quotes is often ill-typed (``"abc"^^xsd:integer``): that is what is reported, and rdflib
+        # keeps its lexical form; its warning would only be noise on stderr.
+        logger = logging.getLogger("rdflib.term")
+        logger.addFilter(_ILL_TYPED)
         try:
             return from_n3(text)
         except Exception:  # an unusual lexical form that rdflib's N3 reader rejects: keep the text
             return rdflib.Literal(text)
+        finally:
+            logger.removeFilter(_ILL_TYPED)
     if text.startswith("_:"):
         return rdflib.BNode(text[2:])
     return rdflib.URIRef(text)
