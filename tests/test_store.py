@@ -376,3 +376,17 @@ def test_a_failed_service_call_on_the_embedded_store_is_named(tmp_path):
         with pytest.raises(StoreError) as caught:
             opened.select("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
     assert str(caught.value).startswith(f"the SERVICE call to <http://127.0.0.1:1/sparql> failed on the store at {tmp_path / 'store'}: ")
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_the_demo_refuses_a_misspelt_url_and_a_server_as_its_store(tmp_path, monkeypatch, capsys, how):
+    monkeypatch.chdir(tmp_path)
+    for target, said in (("localhost:7878", "did you mean http://localhost:7878?"), ("http://127.0.0.1:1/ds", "the demo writes into the embedded store")):
+        if how == "option":
+            argv = ["demo", "--store", target]
+        else:
+            monkeypatch.setenv("DSPY_RDF_STORE", target)
+            argv = ["demo"]
+        assert main(argv) == 2
+        assert said in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -481,13 +481,9 @@ def _prov(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from dspy_rdf.demo import run_demo
 
-    if args.store and "://" in args.store:
-        raise ValueError("the demo writes into the embedded store: give --store a directory")
-    return run_demo(store_path=Path(args.store) if args.store else None, out=_RedactedStream(sys.stdout, _MESSAGES.shown))
+    return run_demo(store=args.store or None, out=_RedactedStream(sys.stdout, _MESSAGES.shown))
 
 
 def _input_options(parser: argparse.ArgumentParser, source_formats: list[str], from_help: str) -> None:

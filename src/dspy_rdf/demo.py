@@ -11,7 +11,7 @@ from typing import TextIO
 
 from dspy_rdf.analytics import run_query
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.store import DEFAULT_STORE, EmbeddedStore, default_store_target
+from dspy_rdf.store import DEFAULT_STORE, EmbeddedStore, open_store
 from dspy_rdf.validation import validate_traces
 
 __all__ = ["DEFAULT_STORE", "bundled_traces_path", "run_demo"]
@@ -33,11 +33,16 @@ _DEMO_QUERIES: list[tuple[str, dict[str, str], str]] = [
 ]
 
 
-def run_demo(*, store_path: Path | None = None, out: TextIO) -> int:
-    """Run the main job; return 0 when every trace was stored and conforms."""
+def run_demo(*, store: str | Path | None = None, out: TextIO) -> int:
+    """Run the main job into the embedded store at ``store`` (a directory; the default store when None); return 0
+    when every trace was stored and conforms."""
     items = list(read_traces(bundled_traces_path()))
     traces = [item.trace for item in items if item.trace is not None]
-    with EmbeddedStore(store_path or default_store_target()) as store:
+    opened = open_store(store)
+    if not isinstance(opened, EmbeddedStore):
+        opened.close()
+        raise ValueError("the demo writes into the embedded store: give --store a directory")
+    with opened as store:
         put = store.put(traces)
         counts = store.stats()
         kept = f"; {len(put.already_stored)} were stored already and kept as they are" if put.already_stored else ""
