@@ -1,5 +1,6 @@
 """The named-query library of dspy_rdf.analytics against a real on-disk store: real traces, recorded DSPy program
-runs and traces with hostile names; every expected number is computed in Python from the trace objects."""
+runs and traces with hostile names; every expected number is computed in Python from the trace objects, or counted by
+the tools of the recorded programs themselves."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import math
 import numbers
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from dspy_rdf.analytics import (
     sparql_term,
 )
 from dspy_rdf.capture import MemorySink, TraceRecorder
-from lms import EchoLM
+from lms import EchoLM, ScriptedLM, fields, tool_call
 from traced_programs import CallTools, add, divide
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
@@ -53,18 +56,18 @@ EXPECTED_COLUMNS = {
     "finish_reasons": ["finish_reason", "outputs", "traces", "truncated"],
     "lm_calls_per_module": ["module_class", "lm_calls", "timed_calls", "total_seconds", "mean_seconds", "max_seconds"],
     "longest_conversations": ["trace", "source_kind", "messages", "lm_calls", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost"],
-    "orphan_tool_results": ["trace", "source_kind", "tool", "call_id", "is_error", "result"],
+    "orphan_tool_results": ["trace", "source_kind", "tool", "call_id", "is_error", "parts", "result"],
     "part_kinds": ["part_type", "parts", "traces"],
     "refusal_traces": ["trace", "source_kind", "refusals", "example"],
     "slowest_tool_executions": ["trace", "tool", "seconds", "failed", "error", "started_at", "execution"],
     "tokens_cost_per_model_day": ["model", "day", "lm_calls", "input_tokens", "output_tokens", "total_tokens", "cost", "priced_calls"],
     "tokens_per_model": ["model", "lm_calls", "input_tokens", "output_tokens", "cost", "priced_calls"],
-    "tool_argument_frequency": ["tool", "args", "calls", "traces"],
+    "tool_argument_frequency": ["tool", "args", "calls", "parts", "executions", "traces"],
     "tool_calls_per_tool": ["tool", "calls", "parts", "executions"],
     "tool_error_rate": ["tool", "results", "errors", "error_rate"],
     "tool_latency_per_tool": ["tool", "executions", "failed", "error_rate", "timed", "p50_seconds", "p95_seconds", "max_seconds"],
     "tools_offered_never_called": ["tool", "requests", "traces"],
-    "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "call"],
+    "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "parts", "call"],
     "tool_calls_not_offered": ["trace", "tool", "call", "request"],
     "duplicate_tool_call_ids": ["trace", "holder", "call_id", "calls"],
     "program_scores": [
@@ -104,6 +107,178 @@ def recorded_runs() -> list[m.Trace]:
         dspy.Evaluate(devset=devset[:2], metric=exact, num_threads=1, display_progress=False)(dspy.Predict("question -> answer"))
     assert recorder.errors == [] and len(sink.traces) == 6
     return sink.traces
+
+
+# --- recorded programs whose tools count what they did ------------------------------------------------------
+
+
+def canonical_json(value) -> str:
+    """JSON as the store writes ``dspy:args``: keys sorted, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass
+class ToolLedger:
+    """What the tools of one program run did, counted inside the tools: calls, failures and arguments per tool."""
+
+    calls: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    args: Counter = field(default_factory=Counter)  # (tool, canonical JSON of the arguments) -> calls
+
+    def tools(self, prefix: str) -> list:
+        """``add`` and ``divide`` (which raises on a zero divisor), named ``<prefix>_add`` and ``<prefix>_divide``."""
+
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            self.count(f"{prefix}_add", a=a, b=b)
+            return a + b
+
+        def divide(a: int, b: int) -> float:
+            """Divide a by b."""
+            self.count(f"{prefix}_divide", a=a, b=b)
+            try:
+                return a / b
+            except ZeroDivisionError:
+                self.errors[f"{prefix}_divide"] += 1
+                raise
+
+        for tool in (add, divide):
+            tool.__name__ = tool.__qualname__ = f"{prefix}_{tool.__name__}"
+        return [add, divide]
+
+    def count(self, tool: str, **args) -> None:
+        self.calls[tool] += 1
+        self.args[(tool, canonical_json(args))] += 1
+
+
+class ToolLoop(dspy.Module):
+    """A tool loop written by hand, the OpenAI way: the model asks for tools natively, the program runs each call
+    through its ``dspy.Tool`` and sends every result back as a ``role=tool`` message (a failure as its error text,
+    not flagged as an error), then asks the model again."""
+
+    def __init__(self, tools) -> None:
+        super().__init__()
+        self.tools = {t.name: t for t in map(dspy.Tool, tools)}
+
+    def forward(self, question: str):
+        lm = dspy.settings.lm
+        messages = [{"role": "user", "content": question}]
+        specs = [t.format_as_litellm_function_call() for t in self.tools.values()]
+        calls = lm(messages=list(messages), tools=specs)[0]["tool_calls"]
+        messages.append({"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in calls]})
+        for call in calls:
+            try:
+                result = str(self.tools[call.function.name](**json.loads(call.function.arguments)))
+            except ZeroDivisionError as err:
+                result = f"error: {err}"
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        return lm(messages=list(messages))
+
+
+def run_parallel_calls(ledger: ToolLedger) -> None:
+    """Native function calling: one response asks for three calls in parallel, each run once through dspy.Tool."""
+    script = [[
+        tool_call("call_1", "parallel_add", '{"a": 2, "b": 3}'),
+        tool_call("call_2", "parallel_add", '{"a": 4, "b": 5}'),
+        tool_call("call_3", "parallel_divide", '{"a": 1, "b": 0}'),
+    ]]  # fmt: skip
+    with dspy.context(lm=ScriptedLM(script), adapter=dspy.ChatAdapter(use_native_function_calling=True)):
+        CallTools(ledger.tools("parallel"))(question="2 + 3, 4 + 5 and 1 / 0")
+
+
+def run_tool_loop(ledger: ToolLedger) -> None:
+    """The hand-written loop: each call's part is replayed in the second request, with its result as a tool message."""
+    script = [[tool_call("call_a", "loop_divide", '{"a": 6, "b": 3}'), tool_call("call_b", "loop_divide", '{"a": 1, "b": 0}')], "2, and 1 / 0 failed"]
+    with dspy.context(lm=ScriptedLM(script)):
+        ToolLoop(ledger.tools("loop"))(question="6 / 3 and 1 / 0?")
+
+
+def run_react(ledger: ToolLedger) -> None:
+    """dspy.ReAct: the model names each tool in text fields, one a turn; ReAct runs its own finish tool too."""
+    script = [
+        fields(next_thought="Add first.", next_tool_name="react_add", next_tool_args='{"a": 2, "b": 3}'),
+        fields(next_thought="Now divide by zero.", next_tool_name="react_divide", next_tool_args='{"a": 5, "b": 0}'),
+        fields(next_thought="Add again.", next_tool_name="react_add", next_tool_args='{"a": 2, "b": 3}'),
+        fields(next_thought="Done.", next_tool_name="finish", next_tool_args="{}"),
+        fields(reasoning="2 + 3 = 5", answer="5"),
+    ]
+    with dspy.context(lm=ScriptedLM(script)):
+        dspy.ReAct("question -> answer", tools=ledger.tools("react"))(question="2 + 3, then / 0?")
+
+
+def run_react_v2(ledger: ToolLedger) -> None:
+    """dspy.ReActV2: the model asks for several tools a turn in a text field (a JSON list of calls); ReActV2 runs its
+    own submit tool too."""
+    calls = [{"name": "reactv2_add", "args": {"a": 2, "b": 3}}, {"name": "reactv2_divide", "args": {"a": 5, "b": 0}}]
+    script = [
+        fields(next_thought="Add, then divide.", tool_calls=json.dumps({"tool_calls": calls})),
+        fields(next_thought="Submit.", tool_calls=json.dumps({"tool_calls": [{"name": "submit", "args": {"answer": "5"}}]})),
+    ]
+    with dspy.context(lm=ScriptedLM(script)):
+        dspy.ReActV2("question -> answer", tools=ledger.tools("reactv2"))(question="2 + 3, then / 0?")
+
+
+class ForgetfulLoop(dspy.Module):
+    """A program that never runs the tool call the model asks for, yet asks the model twice more with that call still
+    in the conversation (each request replays it), next to the result of a call the conversation no longer shows."""
+
+    def forward(self, question: str):
+        def lost_lookup(key: str) -> str:
+            """Look a key up."""
+            raise AssertionError("never run")
+
+        lm = dspy.settings.lm
+        specs = [dspy.Tool(lost_lookup).format_as_litellm_function_call()]
+        messages = [{"role": "user", "content": question}]
+        calls = lm(messages=list(messages), tools=specs)[0]["tool_calls"]
+        messages.append({"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in calls]})
+        messages.append({"role": "tool", "tool_call_id": "call_gone", "content": "a result from an earlier conversation"})
+        for _ in range(2):
+            messages.append({"role": "user", "content": "Answer without the tool."})
+            messages.append({"role": "assistant", "content": lm(messages=list(messages), tools=specs)[0]})  # a text answer
+
+
+def recorded_forgetful_run() -> m.Trace:
+    """ForgetfulLoop on the real dspy.LM (offline), recorded: one call of ``lost_lookup`` carried by three parts and
+    answered by none, and one result (call id ``call_gone``) carried by two parts that answers no call."""
+    sink = MemorySink()
+    script = [[tool_call("call_lost", "lost_lookup", '{"key": "k"}')], "I cannot.", "Still cannot."]
+    with dspy.context(lm=ScriptedLM(script), callbacks=[TraceRecorder(sink)]):
+        ForgetfulLoop()(question="What is k?")
+    [trace] = sink.traces
+    return trace
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A recorded program run whose tools are named ``<name>_add`` and ``<name>_divide``, and the tool-call parts
+    that carry each of its calls (the model's response, plus each later request that replays the call)."""
+
+    name: str
+    run: Callable[[ToolLedger], None]
+    parts_per_call: int
+
+
+SCENARIOS = [
+    Scenario("parallel", run_parallel_calls, parts_per_call=1),
+    Scenario("loop", run_tool_loop, parts_per_call=2),
+    Scenario("react", run_react, parts_per_call=0),
+] + ([Scenario("reactv2", run_react_v2, parts_per_call=1)] if hasattr(dspy, "ReActV2") else [])
+
+
+def recorded_scenarios() -> tuple[list[m.Trace], dict[str, ToolLedger]]:
+    """Each scenario run once on the real dspy.LM (offline) and recorded by the capture callback: its trace and what
+    its tools counted."""
+    sink = MemorySink()
+    recorder = TraceRecorder(sink)
+    ledgers = {}
+    for scenario in SCENARIOS:
+        ledgers[scenario.name] = ledger = ToolLedger()
+        with dspy.context(callbacks=[recorder]):
+            scenario.run(ledger)
+    assert recorder.errors == [] and len(sink.traces) == len(SCENARIOS)
+    assert all(ledger.errors[f"{name}_divide"] == 1 for name, ledger in ledgers.items())
+    return sink.traces, ledgers
 
 
 def unused(name: str) -> str:
@@ -201,10 +376,17 @@ def nearest_rank(values: list[float], percent: int) -> float:
 
 
 @pytest.fixture(scope="module")
-def traces() -> list[m.Trace]:
+def scenario_runs() -> tuple[list[m.Trace], dict[str, ToolLedger]]:
+    return recorded_scenarios()
+
+
+@pytest.fixture(scope="module")
+def traces(scenario_runs) -> list[m.Trace]:
     out = [item.trace for item in read_traces(bundled_traces_path())]
     out += [trace_from_json(json.loads((DATA / name).read_text(encoding="utf-8"))) for name in FIXTURES]
     out += recorded_runs()
+    out += scenario_runs[0]
+    out.append(recorded_forgetful_run())
     out += [hostile_run(name, day) for day, name in enumerate(HOSTILE, start=1)]
     out.append(midnight_run())
     out += latency_runs()
@@ -262,19 +444,61 @@ def seconds(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
+def answered_part(trace: m.Trace, execution: m.ToolExecution) -> m.LMToolCallPart | None:
+    """The tool-call part a tool execution answers, if any."""
+    if (ref := execution.answers) is None:
+        return None
+    call = trace.calls[ref.call]
+    return call.tool_calls[ref.part] if ref.output is None else call.entry.response.outputs[ref.output].parts[ref.part]
+
+
 def answered_parts(trace: m.Trace) -> set[int]:
     """ids of the tool-call parts of a trace that a tool result (same call id) or tool execution answers."""
     calls = of(trace, m.LMToolCallPart)
     result_ids = {r.call_id for r in of(trace, m.LMToolResultPart) if r.call_id is not None}
     out = {id(p) for p in calls if p.call_id is not None and p.call_id in result_ids}
-    for ex in of(trace, m.ToolExecution):
-        if ex.answers is not None:
-            call = trace.calls[ex.answers.call]
-            if ex.answers.output is None:
-                out.add(id(call.tool_calls[ex.answers.part]))
-            else:
-                out.add(id(call.entry.response.outputs[ex.answers.output].parts[ex.answers.part]))
+    out |= {id(part) for ex in of(trace, m.ToolExecution) if (part := answered_part(trace, ex)) is not None}
     return out
+
+
+@dataclass
+class ToolCallTruth:
+    """One tool call as users count them, and what carried, ran and answered it."""
+
+    tool: str
+    parts: list = field(default_factory=list)  # its tool-call parts
+    executions: list = field(default_factory=list)  # the tool executions of it
+    results: list = field(default_factory=list)  # the tool-result parts answering it
+
+    @property
+    def failed(self) -> bool:
+        return any(r.is_error for r in self.results) or any(execution_failed(ex) for ex in self.executions)
+
+
+def execution_failed(execution: m.ToolExecution) -> bool:
+    return bool((execution.tool_result and execution.tool_result.is_error) or execution.error)
+
+
+def tool_calls(trace: m.Trace) -> dict[tuple, ToolCallTruth]:
+    """The tool calls of a trace by (tool, call): the tool-call parts of one call id are one call (a part without one
+    is a call of its own), an execution that answers a part belongs to that part's call, one that answers none is a
+    call of its own, and a tool-result part answers the calls of its call id."""
+    calls: dict[tuple, ToolCallTruth] = {}
+
+    def key(part: m.LMToolCallPart) -> tuple:
+        return (part.name, "id", part.call_id) if part.call_id is not None else (part.name, "part", id(part))
+
+    for part in of(trace, m.LMToolCallPart):
+        calls.setdefault(key(part), ToolCallTruth(part.name)).parts.append(part)
+    for ex in of(trace, m.ToolExecution):
+        part = answered_part(trace, ex)
+        found = key(part) if part is not None else (ex.tool_call.name, "execution", id(ex))
+        calls.setdefault(found, ToolCallTruth(ex.tool_call.name)).executions.append(ex)
+    for result in of(trace, m.LMToolResultPart):
+        for (tool, kind, ident), call in calls.items():
+            if kind == "id" and result.call_id == ident:
+                call.results.append(result)
+    return calls
 
 
 # --- the library -----------------------------------------------------------------------------------------
@@ -323,17 +547,10 @@ def test_tool_calls_per_tool(store, traces):
 def test_tool_error_rate(store, traces):
     results, errors = Counter(), Counter()
     for trace in traces:
-        names_by_id = defaultdict(set)
-        for part in of(trace, m.LMToolCallPart):
-            names_by_id[part.call_id].add(part.name)
-        for result in of(trace, m.LMToolResultPart):
-            if result.call_id is not None:
-                for tool in names_by_id.get(result.call_id, ()):
-                    results[tool] += 1
-                    errors[tool] += result.is_error
-        for ex in of(trace, m.ToolExecution):
-            results[ex.tool_call.name] += 1
-            errors[ex.tool_call.name] += bool((ex.tool_result and ex.tool_result.is_error) or ex.error)
+        for call in tool_calls(trace).values():
+            if call.results or call.executions:
+                results[call.tool] += 1
+                errors[call.tool] += call.failed
     rows = run_query(store, "tool_error_rate").rows
     assert {tool: (n, e) for tool, n, e, _ in rows} == {tool: (results[tool], errors[tool]) for tool in results}
     for tool, n, e, rate in rows:
@@ -409,20 +626,79 @@ def test_tools_offered_never_called(store, traces):
 
 
 def test_unanswered_tool_calls_and_orphan_results(store, traces):
-    unanswered = Counter()
-    orphans = 0
+    unanswered = Counter()  # (tool, parts) of each call that nothing answered
+    orphans = Counter()  # (call id, parts) of each result that answers no call
     for trace in traces:
         answered = answered_parts(trace)
-        for part in of(trace, m.LMToolCallPart):
-            if id(part) not in answered:
-                unanswered[part.name] += 1
+        for call in tool_calls(trace).values():
+            if call.parts and not any(id(part) in answered for part in call.parts):
+                unanswered[(call.tool, len(call.parts))] += 1
         call_ids = {p.call_id for p in of(trace, m.LMToolCallPart)}
-        orphans += sum(1 for r in of(trace, m.LMToolResultPart) if r.call_id is None or r.call_id not in call_ids)
+        lost = [r for r in of(trace, m.LMToolResultPart) if r.call_id is None or r.call_id not in call_ids]
+        orphans.update((None, 1) for r in lost if r.call_id is None)
+        orphans.update(Counter(r.call_id for r in lost if r.call_id is not None).items())
     rows = run_query(store, "unanswered_tool_calls", BIG).records()
-    assert Counter(r["tool"] for r in rows) == unanswered and unanswered
-    assert len(run_query(store, "orphan_tool_results", BIG).rows) == orphans
+    assert Counter((r["tool"], r["parts"]) for r in rows) == unanswered and unanswered
+    orphan_rows = run_query(store, "orphan_tool_results", BIG).records()
+    assert Counter((r["call_id"], r["parts"]) for r in orphan_rows) == orphans and orphans
     # each hostile run has one call answered by its tool execution (c1) and one without an answer (c2)
     assert sorted((r["tool"], r["call_id"]) for r in rows if r["tool"] in HOSTILE) == sorted((name, "c2") for name in HOSTILE)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.name)
+def test_every_tool_query_counts_the_calls_the_program_made(store, scenario_runs, scenario):
+    """Each recorded run's tools counted their own calls, failures and arguments; every query that counts tool calls
+    says the same: one call per call the model asked for (however many parts carry it) or the program ran."""
+    ledger = scenario_runs[1][scenario.name]
+    tools = sorted(ledger.calls)
+    per_tool = {r["tool"]: r for r in run_query(store, "tool_calls_per_tool").records() if r["tool"] in tools}
+    assert {t: (r["calls"], r["parts"], r["executions"]) for t, r in per_tool.items()} == {
+        t: (n, n * scenario.parts_per_call, n) for t, n in ledger.calls.items()
+    }
+    errors = {r["tool"]: r for r in run_query(store, "tool_error_rate").records() if r["tool"] in tools}
+    assert {t: (r["results"], r["errors"], r["error_rate"]) for t, r in errors.items()} == {
+        t: (n, ledger.errors[t], pytest.approx(ledger.errors[t] / n)) for t, n in ledger.calls.items()
+    }
+    arguments = [r for r in run_query(store, "tool_argument_frequency", BIG).records() if r["tool"] in tools]
+    assert {(r["tool"], r["args"]): (r["calls"], r["parts"], r["executions"], r["traces"]) for r in arguments} == {
+        args: (n, n * scenario.parts_per_call, n, 1) for args, n in ledger.args.items()
+    }
+    latency = {r["tool"]: r for r in run_query(store, "tool_latency_per_tool").records() if r["tool"] in tools}
+    assert {t: (r["executions"], r["failed"], r["timed"]) for t, r in latency.items()} == {t: (n, ledger.errors[t], n) for t, n in ledger.calls.items()}
+    slowest = [r for r in run_query(store, "slowest_tool_executions", BIG).records() if r["tool"] in tools]
+    assert Counter((r["tool"], r["failed"]) for r in slowest) == Counter(
+        {(t, failed): n for t in tools for failed, n in ((True, ledger.errors[t]), (False, ledger.calls[t] - ledger.errors[t])) if n}
+    )
+    assert [r for r in run_query(store, "unanswered_tool_calls", BIG).records() if r["tool"] in tools] == []
+    assert [r for r in run_query(store, "orphan_tool_results", BIG).records() if r["tool"] in tools] == []
+
+
+def test_a_call_replayed_without_an_answer_is_one_unanswered_call_and_a_replayed_result_one_orphan(store):
+    [unanswered] = run_query(store, "unanswered_tool_calls", {"tool": "lost_lookup"}).records()
+    assert (unanswered["call_id"], unanswered["parts"], unanswered["call"].endswith("/response/output/0/part/0")) == ("call_lost", 3, True)
+    [orphan] = [r for r in run_query(store, "orphan_tool_results", BIG).records() if r["call_id"] == "call_gone"]
+    assert (orphan["trace"], orphan["parts"], orphan["is_error"], orphan["tool"]) == (unanswered["trace"], 2, False, None)
+    [calls] = run_query(store, "tool_calls_per_tool", {"tool": "lost_lookup"}).rows
+    assert calls == ("lost_lookup", 1, 3, 0)
+    [arguments] = run_query(store, "tool_argument_frequency", {"tool": "lost_lookup"}).rows
+    assert arguments == ("lost_lookup", '{"key":"k"}', 1, 3, 0, 1)
+    assert run_query(store, "tool_error_rate", {"tool": "lost_lookup"}).rows == []
+
+
+def test_the_hand_written_loop_sends_its_failure_back_as_an_ordinary_result_and_replays_each_call():
+    """The hand-written loop sends each result back to the model (tool-result parts, the failure's text not flagged
+    as an error) after running it through dspy.Tool (executions, one with an error): two calls, two results, one
+    failed; each call's parts are its response part and its replay in the second request."""
+    [scenario] = [s for s in SCENARIOS if s.name == "loop"]
+    ledger = ToolLedger()
+    sink = MemorySink()
+    with dspy.context(callbacks=[TraceRecorder(sink)]):
+        scenario.run(ledger)
+    [trace] = sink.traces
+    results = of(trace, m.LMToolResultPart)
+    assert [r.is_error for r in results] == [False, False] and len(of(trace, m.ToolExecution)) == 2
+    assert [len(call.parts) for call in tool_calls(trace).values()] == [2, 2]
+    assert dict(ledger.calls) == {"loop_divide": 2} and dict(ledger.errors) == {"loop_divide": 1}
 
 
 def test_tokens_cost_per_model_day(store, traces):
@@ -462,8 +738,10 @@ def test_lm_calls_per_module(store, traces):
         assert r["total_seconds"] == pytest.approx(sum(spans), abs=1e-6)
         assert r["mean_seconds"] == pytest.approx(sum(spans) / len(spans), abs=1e-6)
         assert r["max_seconds"] == pytest.approx(max(spans), abs=1e-6)
-    # 4 ReAct turns + CallTools + 2 bootstrapped demos + 4 + 2 + 2 evaluated examples
-    assert {r["module_class"]: r["lm_calls"] for r in rows}["dspy.predict.predict.Predict"] == 15
+    # 4 ReAct turns + CallTools + 2 bootstrapped demos + 4 + 2 + 2 evaluated examples, then the scenarios: parallel calls
+    # (1), ReAct (5 turns) and ReActV2 (2); the hand-written tool loop calls the LM itself
+    scenario_calls = 1 + 5 + (2 if hasattr(dspy, "ReActV2") else 0)
+    assert {r["module_class"]: r["lm_calls"] for r in rows}["dspy.predict.predict.Predict"] == 15 + scenario_calls
 
 
 def test_slowest_tool_executions(store, traces):
@@ -496,14 +774,25 @@ def test_longest_conversations(store, traces):
 
 
 def test_tool_argument_frequency(store, traces):
-    counts = Counter()
-    for trace in traces:
-        for call in of(trace, m.LMToolCallPart) + of(trace, m.ToolCall):
-            counts[(call.name, json.dumps(call.args, sort_keys=True, separators=(",", ":"), ensure_ascii=False))] += 1
+    calls, parts, executions, holders = defaultdict(set), Counter(), Counter(), defaultdict(set)
+    for n, trace in enumerate(traces):
+        for key, call in tool_calls(trace).items():
+            for part in call.parts:
+                args = (call.tool, canonical_json(part.args))
+                calls[args].add((n, key))
+                parts[args] += 1
+                holders[args].add(n)
+            for ex in call.executions:
+                args = (ex.tool_call.name, canonical_json(ex.tool_call.args))
+                if not call.parts:  # no part asked for it: a call of its own
+                    calls[args].add((n, key))
+                executions[args] += 1
+                holders[args].add(n)
+    expected = {args: (len(calls[args]), parts[args], executions[args], len(holders[args])) for args in holders}
     rows = run_query(store, "tool_argument_frequency", BIG).rows
-    assert {(tool, args): n for tool, args, n, _ in rows} == dict(counts)
+    assert {(tool, args): tuple(rest) for tool, args, *rest in rows} == expected
     add_rows = run_query(store, "tool_argument_frequency", {"tool": "add"}).rows
-    assert {r[1]: r[2] for r in add_rows} == {args: n for (tool, args), n in counts.items() if tool == "add"}
+    assert {r[1]: r[2] for r in add_rows} == {args: n[0] for (tool, args), n in expected.items() if tool == "add"}
     assert len(run_query(store, "tool_argument_frequency", {"tool": "add", "limit": "1"}).rows) == 1
 
 

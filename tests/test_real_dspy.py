@@ -113,8 +113,13 @@ def assert_counts(store: EmbeddedStore, totals: dict, ledger: Ledger, *, interna
     per_tool = {r["tool"]: r for r in run_query(store, "tool_calls_per_tool").records()}
     assert {t: r["executions"] for t, r in per_tool.items() if r["executions"]} == dict(executed)
     assert {t: r["calls"] for t, r in per_tool.items() if r["calls"]} == dict(executed)
-    errors = {r["tool"]: r["errors"] for r in run_query(store, "tool_error_rate").records()}
-    assert {t: n for t, n in errors.items() if n} == dict(ledger.errors)
+    errors = {r["tool"]: r for r in run_query(store, "tool_error_rate").records()}
+    assert {t: r["errors"] for t, r in errors.items() if r["errors"]} == dict(ledger.errors)
+    assert {t: r["results"] for t, r in errors.items()} == dict(executed)  # each call ran, once
+    arguments = Counter()
+    for r in run_query(store, "tool_argument_frequency", BIG).records():
+        arguments[r["tool"]] += r["calls"]
+    assert dict(arguments) == dict(executed)
     slow = run_query(store, "slowest_tool_executions", BIG).records()
     assert len(slow) == sum(executed.values()) and sum(bool(r["failed"]) for r in slow) == sum(ledger.errors.values())
     assert run_query(store, "unanswered_tool_calls", BIG).rows == []
