@@ -72,7 +72,8 @@ EXPECTED_COLUMNS = {
     "duplicate_tool_call_ids": ["trace", "holder", "call_id", "calls"],
     "program_scores": [
         "program", "program_class", "evaluations", "best_score", "mean_score", "evaluation_lm_calls", "evaluation_input_tokens",
-        "evaluation_output_tokens", "evaluation_cost", "compilations", "compile_lm_calls", "compile_cost",
+        "evaluation_output_tokens", "evaluation_cost", "compilations", "compile_lm_calls", "compile_input_tokens",
+        "compile_output_tokens", "compile_cost",
     ],
 }
 
@@ -864,14 +865,13 @@ def test_program_scores(store, traces):
     for trace in traces:
         for index, call in enumerate(trace.calls):
             if isinstance(call, m.EvaluateCall):
-                row = expected.setdefault(call.program_fingerprint, {"scores": [], "eval": [0, 0, 0, 0.0], "compilations": 0, "compile": [0, 0.0]})
+                row = expected.setdefault(call.program_fingerprint, {"scores": [], "eval": [0, 0, 0, 0.0], "compilations": 0, "compile": [0, 0, 0, 0.0]})
                 row["scores"].append(call.score)
                 row["eval"] = [a + b for a, b in zip(row["eval"], totals(trace, index))]
             elif isinstance(call, m.CompileCall) and call.parent_call is None:
-                row = expected.setdefault(call.program_fingerprint, {"scores": [], "eval": [0, 0, 0, 0.0], "compilations": 0, "compile": [0, 0.0]})
+                row = expected.setdefault(call.program_fingerprint, {"scores": [], "eval": [0, 0, 0, 0.0], "compilations": 0, "compile": [0, 0, 0, 0.0]})
                 row["compilations"] += 1
-                calls, _, _, cost = totals(trace, index)
-                row["compile"] = [row["compile"][0] + calls, row["compile"][1] + cost]
+                row["compile"] = [a + b for a, b in zip(row["compile"], totals(trace, index))]
     rows = {r["program"]: r for r in run_query(store, "program_scores").records()}
     assert set(rows) == set(expected) and len(expected) == 2 + len(HOSTILE)
     for program, want in expected.items():
@@ -879,8 +879,9 @@ def test_program_scores(store, traces):
         assert got["evaluations"] == len(want["scores"]) and got["best_score"] == (max(want["scores"]) if want["scores"] else None)
         assert [got["evaluation_lm_calls"], got["evaluation_input_tokens"], got["evaluation_output_tokens"]] == want["eval"][:3]
         assert got["evaluation_cost"] == pytest.approx(want["eval"][3])
-        assert (got["compilations"], got["compile_lm_calls"]) == (want["compilations"], want["compile"][0])
-        assert got["compile_cost"] == pytest.approx(want["compile"][1])
+        assert [got["compilations"], got["compile_lm_calls"], got["compile_input_tokens"], got["compile_output_tokens"]] == [
+            want["compilations"], *want["compile"][:3]]
+        assert got["compile_cost"] == pytest.approx(want["compile"][3])
     compiled = next(p for p, w in expected.items() if w["compilations"])
     assert expected[compiled]["scores"] == [100.0, 100.0] and expected[compiled]["eval"][0] == 6
 

@@ -518,7 +518,10 @@ def test_evaluate_and_an_optimizer_run(tmp_path):
     [row] = run_query(store, "program_scores").records()
     assert row["evaluations"] == 1 and row["best_score"] == results["evaluation"].score == 75.0
     assert row["compilations"] == 1 and row["evaluation_lm_calls"] == 4
-    assert row["evaluation_lm_calls"] + row["compile_lm_calls"] == history_totals(lm)["lm_calls"]
+    totals = history_totals(lm)
+    assert row["evaluation_lm_calls"] + row["compile_lm_calls"] == totals["lm_calls"]
+    for kind in ("input_tokens", "output_tokens"):
+        assert row[f"evaluation_{kind}"] + row[f"compile_{kind}"] == totals[kind] and row[f"compile_{kind}"] > 0
     traces = parse_traces(_dump(store), RdfFormat.N_QUADS)
     evaluation = next(c for _, t in traces for c in t.calls if isinstance(c, m.EvaluateCall))
     assert evaluation.devset_size == 4 and evaluation.metric.endswith(".exact")
