@@ -5,7 +5,8 @@
 
 Workload: the JSONL files of distinct real DSPy traces that ``bench_store.py`` writes (the same generator, cached in
 ``--workdir``). Every measurement is one ``python -m dspy_rdf.cli export FILE ...`` process, so its peak resident
-memory (``ru_maxrss`` of that child, from ``os.wait4``) is the whole command's, imports included:
+memory (``ru_maxrss`` of that child, from ``os.wait4`` in a small launcher process) is the whole command's, imports
+included:
 
 - ``store``: into a fresh embedded store (``--store DIR``), including the compaction the command runs after a
   large export;
@@ -39,19 +40,28 @@ OUTPUTS = ("store", "re-export", "nq", "ttl", "trig", "nt", "jsonld")
 RAW = "pyoxigraph bulk_load (baseline)"
 
 
+# Runs the command and reports its wall time and peak RSS on stderr. A child's ``ru_maxrss`` is at least the resident
+# size of the process that started it (Linux keeps the pre-exec peak, and Python starts children with vfork), so the
+# benchmark, grown by reading the workload, would set a floor under every figure: this small launcher starts each one.
+LAUNCHER = """
+import os, subprocess, sys, time
+start = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stderr=subprocess.STDOUT)
+_, status, usage = os.wait4(child.pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status), file=sys.stderr)
+"""
+
+
 def run_child(command: list[str]) -> tuple[float, float, str]:
-    """Run a command, reaping it with ``os.wait4`` to read its own peak RSS; return seconds, MB and its last line."""
-    start = time.perf_counter()
+    """Run a command through the launcher; return its seconds, its own peak RSS (MB) and its last line of output."""
     with tempfile.TemporaryFile() as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.perf_counter() - start
+        launcher = subprocess.run([sys.executable, "-c", LAUNCHER, *command], stdout=out, stderr=subprocess.PIPE, check=True)
+        seconds, peak_kb, returncode = launcher.stderr.split()
         out.seek(0)
         text = out.read().decode("utf-8", "replace").strip()
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited with {process.returncode}: {text[-500:]}")
-    return seconds, usage.ru_maxrss / 1024, text.splitlines()[-1] if text else ""
+    if int(returncode) != 0:
+        raise SystemExit(f"{' '.join(command)} exited with {returncode}: {text[-500:]}")
+    return float(seconds), int(peak_kb) / 1024, text.splitlines()[-1] if text else ""
 
 
 def triples_of(nquads: Path) -> int:

@@ -157,8 +157,8 @@ class FileSink(_Background):
     """Appends each finished run to a file: N-Quads (``.nq``, one named graph per run) or JSON Lines (``.jsonl``,
     one run per line, which ``dspy-rdf export`` reads back). Each run is written with one ``write`` call.
 
-    By default runs are redacted, encoded and written by a process of its own (see :mod:`dspy_rdf.background`), so
-    the program only hands them over: call :meth:`flush` (or :meth:`close`, or use ``with``) before reading the file
+    By default runs are built from what the recorder kept, redacted, encoded and written by a process of its own (see
+    :mod:`dspy_rdf.background`), so the program only hands them over: call :meth:`flush` (or :meth:`close`, or use ``with``) before reading the file
     in the same program; at exit it is done anyway. ``background=False`` writes each run before ``write`` returns.
     """
 
