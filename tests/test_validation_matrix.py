@@ -12,7 +12,9 @@ exactly the same set of ``(trace, focus node, rule, constraint component, severi
   ``validate_graph`` (an rdflib graph and an rdflib dataset), ``validate_dataset``, ``validate_store`` on an embedded
   store (whole-store queries and slices) and on a real ``oxigraph serve``.
 
-The default run uses a fixed sample of the cases (every rule, every kind of constraint); ``-m slow`` runs them all.
+The default run uses a fixed sample of the cases (every rule, every kind of constraint), and runs pySHACL on files of
+two formats (one with named graphs, one without) and on the store with slices only, while the fast engine runs in
+every form (it and pySHACL read files the same way); ``--slow`` runs every case in every combination.
 """
 
 from __future__ import annotations
@@ -217,8 +219,20 @@ def _exit_code(expected: dict[str | None, set[Key]]) -> int:
     return 1 if any(k[4] == "Violation" for keys in expected.values() for k in keys) else 0
 
 
-@pytest.mark.parametrize("fmt", list(FORMATS))
-@pytest.mark.parametrize("engine", ENGINES)
+PYSHACL_DEFAULT_FORMATS = ("nq", "ttl")  # pySHACL in the default run; every format with --slow
+
+
+def _slow_unless(default: bool) -> list[pytest.MarkDecorator]:
+    return [] if default else [pytest.mark.slow]
+
+
+@pytest.mark.parametrize(
+    ("engine", "fmt"),
+    [
+        pytest.param(engine, fmt, marks=_slow_unless(engine is Engine.FAST or fmt in PYSHACL_DEFAULT_FORMATS), id=f"{engine}-{fmt}")
+        for engine in ENGINES for fmt in FORMATS
+    ],
+)
 def test_cli_on_one_file_of_every_case_in_every_format(fmt, engine, files, corpus, reference, capsys):
     code, doc = _cli_json(capsys, [str(files[fmt]), "--engine", engine])
     _assert_same(_json_keys(doc), corpus, reference, f"validate {fmt} --engine {engine}")
@@ -320,8 +334,13 @@ def test_validate_files_api(engine, files, corpus, reference):
     _assert_same(_keys(report.violations), corpus, reference, f"validate_files {engine}")
 
 
-@pytest.mark.parametrize("slices", [False, True])
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    ("engine", "slices"),
+    [
+        pytest.param(engine, slices, marks=_slow_unless(engine is Engine.FAST or slices), id=f"{engine}-{slices}")
+        for engine in ENGINES for slices in (False, True)
+    ],
+)
 def test_validate_store_embedded(engine, slices, corpus, reference, tmp_path, capsys, monkeypatch):
     from dspy_rdf.validation import compiled
 
