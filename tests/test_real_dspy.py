@@ -27,6 +27,7 @@ from dspy_rdf.analytics import run_query
 from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.runs import build_trace
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import validate_traces
 
@@ -293,6 +294,30 @@ def test_a_setting_that_is_not_a_number_costs_only_itself_not_the_lm_call():
     assert [item["field"] for item in trace.losses] == ["calls[1].entry.kwargs.temperature"] * 2
     assert "'nan' was left out" in trace.losses[1]["reason"]
     assert validate_traces([trace]).conforms
+
+
+class KeepsRunsAsRecorded:
+    """A sink that builds runs elsewhere, as a writer process does: it keeps each run as the recorder noted it."""
+
+    builds_runs = True
+
+    def __init__(self) -> None:
+        self.runs: list = []
+
+    def write(self, run) -> None:
+        self.runs.append(run)
+
+
+def test_a_run_built_again_is_the_same_trace():
+    # A run is built again when its batch could not be written and each run is written on its own: building takes
+    # refused values out of the recorded entries, so a second build must not lose what the first one noted.
+    sink = KeepsRunsAsRecorded()
+    with dspy.context(lm=ScriptedLM([fields(answer="4")]), callbacks=[TraceRecorder(sink)]):
+        dspy.Predict("question -> answer")(question="2 + 2?", config={"temperature": float("nan")})
+    [run] = sink.runs
+    first = build_trace(run)
+    assert "'nan' was left out" in first.losses[1]["reason"]
+    assert build_trace(run) == first and build_trace(run).losses == first.losses
 
 
 def test_each_lm_call_keeps_the_messages_it_was_sent_when_the_program_changes_them_later():

@@ -414,7 +414,8 @@ class TraceRecorder(BaseCallback):
             self.on_run(item)
 
     def _not_written(self, item: RecordedRun | m.Trace, reason: str) -> None:
-        trace = item if isinstance(item, m.Trace) else self._built(item)
+        # A run built here already (by a sink of this process that then failed) was noted when it was built.
+        trace = item if isinstance(item, m.Trace) else item.trace if item.trace is not None else self._built(item)
         with self._lock:
             self.unwritten.append(trace)
         self._report(f"a run of {len(trace.calls)} calls could not be written ({reason}); it is kept in recorder.unwritten")

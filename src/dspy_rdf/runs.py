@@ -53,15 +53,22 @@ class RecordedRun:
     returned: dict[int, list[ReturnedCall]] = field(default_factory=dict)
     losses: list[dict[str, str]] = field(default_factory=list)
     dspy_version: str | None = None
+    trace: m.Trace | None = field(default=None, repr=False, compare=False)
+    """The trace once built (:func:`build_trace`)."""
 
 
 def build_trace(run: RecordedRun) -> m.Trace:
     """The ``program_run`` trace of a recorded run. It never raises: a run that cannot be built (a bug of ours) is
-    kept without its LM history entries, and says so in its losses."""
-    try:
-        return _built(run)
-    except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the run: keep what every call recorded
-        return _bare(run, f"{type(exc).__name__}: {exc}")
+    kept without its LM history entries, and says so in its losses.
+
+    A run is built once (building takes values the readers refuse out of its entries, and gives its calls their
+    parts): a second call, e.g. when a run is written again after its batch failed, returns the same trace."""
+    if run.trace is None:
+        try:
+            run.trace = _built(run)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not lose the run: keep what every call recorded
+            run.trace = _bare(run, f"{type(exc).__name__}: {exc}")
+    return run.trace
 
 
 def loss_note(trace: m.Trace) -> str | None:
