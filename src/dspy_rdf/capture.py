@@ -402,9 +402,7 @@ class TraceRecorder(BaseCallback):
         )  # fmt: skip
         item: RecordedRun | m.Trace = recorded
         if self.on_run is not None or not getattr(self.sink, "builds_runs", False):
-            item = build_trace(recorded)
-            if (note := loss_note(item)) is not None:
-                self._report(note)
+            item = self._built(recorded)
         try:
             self.sink.write(item)
         except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead

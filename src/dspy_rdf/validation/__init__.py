@@ -187,16 +187,14 @@ def validate_store(
     return _run(parts, engine=engine, shapes=shapes, progress=progress, slices=slices, workers=workers).redacted(redactor)
 
 
-
-
-def _holds_json_ld(path: Path) -> bool:
-    """Whether a ``.json`` file is JSON-LD (an ``@context`` or ``@graph`` at the top) rather than DSPy JSON."""
+def _holds_json_ld(raw: bytes) -> bool:
+    """Whether a ``.json`` file's bytes are JSON-LD (an ``@context`` or ``@graph`` at the top) rather than DSPy JSON."""
     import json
 
     from dspy_rdf.inputs import is_json_ld
 
     try:
-        return is_json_ld(json.loads(path.read_bytes()))
+        return is_json_ld(json.loads(raw))
     except (ValueError, RecursionError):
         return False  # not JSON at all: read_traces says why
 
@@ -228,7 +226,8 @@ def validate_files(
             raise FileNotFoundError(f"{path}: no such file")
         suffix = path.suffix.lower()
         fmt = RdfFormat(RDF_SUFFIXES[suffix]).oxigraph if suffix in RDF_SUFFIXES else None
-        if suffix == ".json" and _holds_json_ld(path):
+        raw = path.read_bytes() if suffix == ".json" else None
+        if raw is not None and _holds_json_ld(raw):
             fmt = ox.RdfFormat.JSON_LD  # what `export -o x.json` writes: its triples are validated as they are
         if fmt is None and suffix in (".json", *JSONL_SUFFIXES):
             items = read_traces(path, source_format=source_format, model=fill_model, timestamp=fill_timestamp)
@@ -249,7 +248,7 @@ def validate_files(
             known = ", ".join(sorted({".json", *JSONL_SUFFIXES, *RDF_SUFFIXES}))
             raise ValueError(f"{path}: cannot tell what this file holds from its extension; use one of {known}")
         try:
-            builder.add_quads(ox.parse(path.read_bytes(), fmt))
+            builder.add_quads(ox.parse(raw if raw is not None else path.read_bytes(), fmt))
         except SyntaxError as exc:
             raise ValueError(f"{path}: not valid RDF: {exc}") from None
     graphs = _selected(builder.build(), traces)
