@@ -191,6 +191,9 @@ def test_an_rdf_input_refuses_from_and_a_trace_spread_over_an_nquads_file_is_rea
     assert main(["export", str(bundled_traces_path()), "-o", str(first)]) == 0
     assert main(["export", str(first), "--from", "dspy33", "-o", str(tmp_path / "x.nq")]) == 2
     assert "applies to JSON inputs" in capsys.readouterr().err
+    # refused before any input is read: a JSON input given first is not stored either
+    assert main(["export", str(bundled_traces_path()), str(first), "--from", "dspy33", "--store", str(tmp_path / "st")]) == 2
+    assert "applies to JSON inputs" in capsys.readouterr().err and not (tmp_path / "st").exists()
     lines = first.read_text(encoding="utf-8").splitlines()
     graphs = list(dict.fromkeys(line.rsplit(" ", 2)[-2] for line in lines))
     spread = tmp_path / "spread.nq"  # texts of the first trace moved after the second trace

@@ -157,9 +157,13 @@ class _Inputs:
     """The traces of input files, streamed; bad inputs are reported on stderr and counted (or raised if strict)."""
 
     def __init__(self, files: list[Path], args: argparse.Namespace, *, strict: bool) -> None:
+        from dspy_rdf.inputs import RDF_SUFFIXES
+
         for path in files:
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such file")
+            if args.source_format is not None and path.suffix.lower() in RDF_SUFFIXES:  # before any input is read
+                raise ValueError(f"{path}: --from ({args.source_format}) applies to JSON inputs; an RDF file's traces are read as written")
         self.files = files
         self.options = {"source_format": args.source_format, "model": args.fill_model, "timestamp": args.fill_timestamp}
         self.strict = strict

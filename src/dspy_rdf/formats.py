@@ -155,7 +155,7 @@ def _encode(text: bytes, format: RdfFormat) -> bytes:
     if format in (RdfFormat.N_QUADS, RdfFormat.N_TRIPLES):
         return text
     syntax = ox.RdfFormat.N_QUADS if format.has_graphs else ox.RdfFormat.N_TRIPLES
-    return ox.serialize(ox.parse(text, syntax), format=_OX_FORMAT[format], prefixes=v.PREFIXES)
+    return ox.serialize(ox.parse(text, syntax), format=format.oxigraph, prefixes=v.PREFIXES)
 
 
 class _JsonLdWriter:
@@ -207,7 +207,7 @@ def parse_traces(data: bytes | Path, format: RdfFormat | None = None, *, source:
     if format is None:
         raise ValueError("parse_traces needs a format when given bytes")
     try:
-        quads = list(ox.parse(data, _OX_FORMAT[format]))
+        quads = list(ox.parse(data, RdfFormat(format).oxigraph))
     except SyntaxError as exc:
         raise RdfInputError(f"not valid {format.value}: {exc}", source=source) from None
     return traces_from_quads(quads, source=source)

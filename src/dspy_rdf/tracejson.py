@@ -256,7 +256,7 @@ def trace_from_dspy(obj: Any, *, source_format: m.SourceFormat | None = None) ->
         obj = obj.history  # a DSPy LM: its history
     if hasattr(obj, "trajectory") and isinstance(getattr(obj, "trajectory"), dict):
         obj = obj.trajectory  # a ReAct Prediction
-    if isinstance(obj, (list, tuple)) and len(obj) == 2 and all(map(is_lm15, obj)):
+    if isinstance(obj, (list, tuple)) and _is_lm15_call(obj):
         # an lm15 call kept as (request, response), in either order
         by_class = {type(item).__name__: item for item in obj}
         if by_class.keys() == {"Request", "Response"}:
