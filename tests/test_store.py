@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -166,6 +167,27 @@ def test_many_batches_are_reported_in_input_order_whichever_writer_finished_firs
     sizes = dict(_iri_and_size(trace) for trace in traces)  # input order, repeats once
     assert report.written == list(sizes) and sum(seen) == len(sizes) and len(seen) >= 10
     assert report.triples == store.stats()["triples"] == sum(sizes.values())
+
+
+def test_every_put_commits_on_the_threads_the_store_keeps_until_it_is_closed(store, monkeypatch):
+    # RocksDB writes more slowly for every thread that ever wrote to it: a thread per put (as live capture makes, one
+    # put per run) made each commit slower than the last. The store keeps its committing threads instead.
+    committed_on = []
+    write_batch = type(store)._write_batch
+
+    def recording(self, batch, *, bulk):
+        committed_on.append(threading.current_thread())
+        return write_batch(self, batch, bulk=bulk)
+
+    monkeypatch.setattr(type(store), "_write_batch", recording)
+    for trace in copies(6)[:30]:
+        store.put([trace])
+    threads = set(committed_on)
+    assert len(committed_on) >= 20 and len(threads) <= store.writer_threads
+    assert all(thread.name.startswith("dspy-rdf-store-writer") for thread in threads)
+    if isinstance(store, EmbeddedStore):
+        store.close()
+        assert not any(thread.is_alive() for thread in threads)
 
 
 def test_bulk_loaded_and_transactional_batches_store_the_same_quads(tmp_path):

@@ -15,10 +15,12 @@ structure from every store, so that analytics give identical answers on every st
 from __future__ import annotations
 
 import io
+import os
 import queue
 import re
 import threading
 from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,6 +202,23 @@ class TraceStore(ABC):
     writer_threads = 1
     """How many batches this store commits at once (each still all or nothing)."""
 
+    def _commit_threads(self) -> ThreadPoolExecutor:
+        """The threads that commit this store's batches: started by its first :meth:`put` in this process and kept
+        until :meth:`close`. RocksDB (the embedded store) writes more slowly for every thread that ever wrote to it:
+        with a thread started for each ``put``, live capture's commits of one run each grew from 4 ms to 60 ms over
+        300 runs (docs/benchmarks.md)."""
+        owner, pool = self.__dict__.get("_commit_pool", (None, None))
+        if pool is None or owner != os.getpid():  # a forked process has none of its parent's threads
+            pool = ThreadPoolExecutor(max_workers=max(1, self.writer_threads), thread_name_prefix="dspy-rdf-store-writer")
+            self.__dict__["_commit_pool"] = (os.getpid(), pool)
+        return pool
+
+    def _stop_commit_threads(self) -> None:
+        """End the threads of :meth:`_commit_threads` (each store's ``close`` calls it)."""
+        owner, pool = self.__dict__.pop("_commit_pool", (None, None))
+        if pool is not None and owner == os.getpid():
+            pool.shutdown(wait=True)
+
     def put(
         self,
         traces: Iterable[m.Trace],
@@ -278,12 +297,11 @@ class TraceStore(ABC):
                     batches.put((number, pending))
                     pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
 
-        threads: list[threading.Thread] = []
+        writers: list[Future[None]] = []
         try:
-            for n in range(max(1, self.writer_threads)):
-                thread = threading.Thread(target=writer, name=f"dspy-rdf-store-writer-{n}", daemon=True)
-                thread.start()
-                threads.append(thread)  # only started threads are joined
+            pool = self._commit_threads()
+            for _ in range(max(1, self.writer_threads)):
+                writers.append(pool.submit(writer))  # only submitted writers are waited for
             seen: set[str] = set()
             chunk: list[tuple[str, m.Trace]] = []
             for trace in traces:
@@ -309,8 +327,8 @@ class TraceStore(ABC):
             failure.append(exc)
         finally:
             batches.put(None)  # even on an interrupt: the batches being committed finish whole
-            for thread in threads:
-                thread.join()
+            for done_writer in writers:
+                done_writer.result()
         for number in sorted(done):  # input order, whichever writer finished first
             iris, triples, refused = done[number]
             report.written += iris

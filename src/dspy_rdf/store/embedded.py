@@ -226,6 +226,7 @@ class EmbeddedStore(TraceStore):
         store = self.__dict__.pop("_store", None)
         if store is None:
             return
+        self._stop_commit_threads()
         try:
             if not self.read_only:
                 store.flush()

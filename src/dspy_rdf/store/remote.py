@@ -492,6 +492,7 @@ class RemoteStore(TraceStore):
         return found
 
     def close(self) -> None:
+        self._stop_commit_threads()
         self._http.close()
 
 
