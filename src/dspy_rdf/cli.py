@@ -186,6 +186,14 @@ class _Inputs:
 
 
 def _redactor(args: argparse.Namespace):
+    """The redactor the command's options ask for (None with ``--no-redact``), made once per command: the messages
+    and the command's own work use the same one."""
+    if "_made_redactor" not in vars(args):
+        args._made_redactor = _new_redactor(args)
+    return args._made_redactor
+
+
+def _new_redactor(args: argparse.Namespace):
     from dspy_rdf.redact import Redactor
 
     if args.no_redact:

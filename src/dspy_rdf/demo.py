@@ -36,13 +36,13 @@ _DEMO_QUERIES: list[tuple[str, dict[str, str], str]] = [
 def run_demo(*, store: str | Path | None = None, out: TextIO) -> int:
     """Run the main job into the embedded store at ``store`` (a directory; the default store when None); return 0
     when every trace was stored and conforms."""
-    items = list(read_traces(bundled_traces_path()))
-    traces = [item.trace for item in items if item.trace is not None]
     opened = open_store(store)
     if not isinstance(opened, EmbeddedStore):
         opened.close()
         raise ValueError("the demo writes into the embedded store: give --store a directory")
     with opened as store:
+        items = list(read_traces(bundled_traces_path()))
+        traces = [item.trace for item in items if item.trace is not None]
         put = store.put(traces)
         counts = store.stats()
         kept = f"; {len(put.already_stored)} were stored already and kept as they are" if put.already_stored else ""
