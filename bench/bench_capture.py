@@ -17,9 +17,10 @@ with ``recorder.flush()``, the wait for the writer process to finish (also shown
   ``background=False`` (written in the program's thread) for comparison.
 
 Two LMs drive it: ``dspy.utils.DummyLM`` (no latency: the recorder's cost stands out), reported as microseconds per
-recorded call above the no-op callback (target: at most 50 for every sink); and the real ``dspy.LM`` answering from
+recorded call above the no-op callback (target: at most 50 for every sink), in wall time and in the program's CPU time
+(less disturbed by the machine's other work), with the writer process's CPU time per run beside it; and the real ``dspy.LM`` answering from
 LiteLLM's ``mock_response`` after ``--lm-seconds`` per call (a realistic 50 ms), reported as the overhead against the
-program without a callback (target: under 1%).
+program without a callback (target: under 1%) and as the recorder's own share, above the no-op callback.
 """
 
 from __future__ import annotations
@@ -80,10 +81,25 @@ class SlowMockLM(dspy.LM):
         return super().forward(prompt=prompt, messages=messages, **kwargs)
 
 
-def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> tuple[float, float]:
-    """Seconds per program run over ``runs`` runs, each with a fresh LM: without and with the wait, at the end, until
-    the sinks have written every run (a sink that writes in a process of its own works while the program runs)."""
+def writer_cpu_seconds(callbacks: list) -> float:
+    """CPU seconds used so far by the writer processes of the recorders' sinks (``/proc/<pid>/schedstat``: nanoseconds
+    on a CPU), 0 for sinks that write in the program."""
+    total = 0.0
+    for callback in callbacks:
+        pid = getattr(getattr(callback, "sink", None), "writer_pid", None)
+        if pid is not None:
+            with open(f"/proc/{pid}/schedstat") as handle:
+                total += int(handle.read().split()[0]) / 1e9
+    return total
+
+
+def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> tuple[float, float, float, float]:
+    """Per program run over ``runs`` runs, each with a fresh LM: seconds without and with the wait, at the end, until
+    the sinks have written every run (a sink that writes in a process of its own works while the program runs); the
+    program process's CPU seconds (all its threads, the wait included); the sinks' writer processes' CPU seconds."""
     lms = [make_lm() for _ in range(runs)]
+    writer_before = writer_cpu_seconds(callbacks)
+    cpu_before = time.process_time()
     start = time.perf_counter()
     for lm in lms:
         with dspy.context(lm=lm, callbacks=callbacks):
@@ -92,14 +108,21 @@ def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> tupl
     for callback in callbacks:
         if isinstance(callback, TraceRecorder):
             callback.flush()
-    return (ran - start) / runs, (time.perf_counter() - start) / runs
+    waited = time.perf_counter()
+    cpu = time.process_time() - cpu_before
+    writer = writer_cpu_seconds(callbacks) - writer_before
+    return (ran - start) / runs, (waited - start) / runs, cpu / runs, writer / runs
 
 
-def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> dict[str, list[tuple[float, float]]]:
-    """Per configuration, the (without, with the wait) seconds per run of each round."""
+Times = dict[str, list[tuple[float, float, float, float]]]
+WALL_NO_WAIT, WALL, PROGRAM_CPU, WRITER_CPU = range(4)
+
+
+def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> Times:
+    """Per configuration, the :func:`time_runs` figures of each round."""
     for callbacks in configs.values():  # warm up imports and caches
         time_runs(program, 2, callbacks, make_lm)
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
+    times: Times = {name: [] for name in configs}
     for _ in range(rounds):
         for name, callbacks in configs.items():
             times[name].append(time_runs(program, runs, callbacks, make_lm))
@@ -109,13 +132,14 @@ def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> dict[str
     return times
 
 
-def paired(times: dict[str, list[tuple[float, float]]], name: str, reference: str, column: int = 1) -> float:
+def paired(times: Times, name: str, reference: str, column: int = WALL, reference_column: int | None = None) -> float:
     """Median over rounds of the difference to ``reference`` in the same round (seconds per run): machine noise that
-    slows a whole round cancels out."""
-    return statistics.median(a[column] - b[1] for a, b in zip(times[name], times[reference]))
+    slows a whole round cancels out. The reference's wall time is the one with the wait unless told otherwise."""
+    against = WALL if reference_column is None and column in (WALL_NO_WAIT, WALL) else column if reference_column is None else reference_column
+    return statistics.median(a[column] - b[against] for a, b in zip(times[name], times[reference]))
 
 
-def median(times: dict[str, list[tuple[float, float]]], name: str, column: int = 1) -> float:
+def median(times: Times, name: str, column: int = WALL) -> float:
     return statistics.median(t[column] for t in times[name])
 
 
@@ -154,22 +178,35 @@ def main() -> None:
     print(f"dspy {dspy.__version__}; DummyLM: {args.rounds} rounds x {args.runs} runs; dspy.LM with {args.lm_seconds * 1000:.0f} ms "
           f"per call: {args.slow_rounds} rounds x {args.slow_runs} runs; per program run ({CALLS_PER_RUN} recorded calls), medians "
           "over rounds; differences are medians of the per-round differences (paired)\n")
-    base = "baseline (no callback)"
-    print("| configuration | DummyLM ms/run | µs per recorded call above the no-op callback | the same, not waiting for the "
-          f"writer | dspy.LM {args.lm_seconds * 1000:.0f} ms/call: ms/run | overhead vs no callback | the same, not waiting for the writer |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    base, noop = "baseline (no callback)", "no-op BaseCallback"
+    lm_ms = f"{args.lm_seconds * 1000:.0f} ms"
+    print("DummyLM: wall time, and CPU time of the program and of the sink's writer process\n")
+    print("| configuration | ms/run | µs per recorded call above the no-op callback | the same, not waiting for the writer "
+          "| program CPU µs per recorded call above the no-op callback | writer process CPU ms/run |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name in fast:
         recorder = name.startswith("TraceRecorder")
-        per_call = f"{paired(fast, name, 'no-op BaseCallback') / CALLS_PER_RUN * 1e6:.0f}" if recorder else "—"
-        no_wait = f"{paired(fast, name, 'no-op BaseCallback', column=0) / CALLS_PER_RUN * 1e6:.0f}" if recorder else "—"
-        if name in slow:
-            slow_cells = (
-                f"{median(slow, name) * 1000:.1f} | {paired(slow, name, base) / median(slow, base) * 100:+.2f}% | "
-                f"{paired(slow, name, base, column=0) / median(slow, base) * 100:+.2f}%"
-            )
-        else:
-            slow_cells = "— | — | —"
-        print(f"| {name} | {median(fast, name) * 1000:.2f} | {per_call} | {no_wait} | {slow_cells} |")
+        cells = [f"{median(fast, name) * 1000:.2f}"]
+        for column in (WALL, WALL_NO_WAIT, PROGRAM_CPU):
+            cells.append(f"{paired(fast, name, noop, column) / CALLS_PER_RUN * 1e6:.0f}" if recorder else "—")
+        writer = median(fast, name, WRITER_CPU)
+        cells.append(f"{writer * 1000:.2f}" if writer else "—")
+        print(f"| {name} | {' | '.join(cells)} |")
+    print(f"\nThe real dspy.LM answering after {lm_ms} per call: overhead against the program without a callback, and the "
+          "recorder's own share (above the no-op callback)\n")
+    print(f"| configuration | ms/run | overhead vs no callback | the same, not waiting for the writer | above the no-op "
+          "callback | the same, not waiting for the writer |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in slow:
+        cells = [f"{median(slow, name) * 1000:.1f}"]
+        for reference in (base, noop):
+            if reference == noop and not name.startswith("TraceRecorder"):
+                cells += ["—", "—"]
+                continue
+            for column in (WALL, WALL_NO_WAIT):
+                cells.append(f"{paired(slow, name, reference, column) / median(slow, base) * 100:+.2f}%")
+        print(f"| {name} | {' | '.join(cells)} |")
+
 
 if __name__ == "__main__":
     main()

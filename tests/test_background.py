@@ -58,7 +58,9 @@ def test_when_the_writer_process_is_killed_its_runs_are_written_by_the_program(t
     recorder = TraceRecorder(sink)
     for trace in runs[:6]:
         sink.write(trace)
-    os.kill(sink._writer._process.pid, signal.SIGKILL)  # whatever it had not confirmed is written here
+    writer = sink.writer_pid
+    assert writer not in (None, os.getpid()) and FileSink(tmp_path / "here.jsonl", background=False).writer_pid is None
+    os.kill(writer, signal.SIGKILL)  # whatever it had not confirmed is written here
     for trace in runs[6:]:
         sink.write(trace)
     sink.close()
@@ -291,7 +293,7 @@ def test_the_writer_process_does_not_take_the_cpu_from_the_program_when_a_run_wa
     with FileSink(tmp_path / "runs.nq") as sink:
         sink.write(runs[0])
         assert sink.flush(timeout=30)
-        assert os.sched_getscheduler(sink._writer._process.pid) == os.SCHED_BATCH
+        assert os.sched_getscheduler(sink.writer_pid) == os.SCHED_BATCH
 
 
 def test_the_writer_process_makes_its_sink_without_importing_dspy(tmp_path, monkeypatch):
@@ -374,7 +376,7 @@ def test_what_the_writer_process_notes_of_a_run_it_built_reaches_the_recorder(tm
 def test_recorded_runs_the_killed_writer_process_had_not_confirmed_are_built_and_written_by_the_program(tmp_path):
     recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
     expected = _record(recorder, ["a", "b"])
-    os.kill(recorder.sink._writer._process.pid, signal.SIGKILL)
+    os.kill(recorder.sink.writer_pid, signal.SIGKILL)
     expected += _record(recorder, ["c", "d"])
     recorder.close()
     assert recorder.unwritten == [] and recorder.errors == []

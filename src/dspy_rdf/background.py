@@ -163,6 +163,11 @@ class BackgroundWriter:
     # --- the program's side --------------------------------------------------------------------------------------
 
     @property
+    def pid(self) -> int | None:
+        """The writer process's id while it writes this program's runs; None once runs are written here instead."""
+        return self._process.pid if self.in_this_process else None
+
+    @property
     def in_this_process(self) -> bool:
         """Whether runs submitted here go to the child: in the process that started it, until it is gone or closed."""
         return os.getpid() == self._pid and self._local is None and not self._closed

@@ -105,6 +105,12 @@ class _Background:
         :meth:`flush`); otherwise each is written before ``write`` returns."""
         return self._writer is not None and self._writer.in_this_process
 
+    @property
+    def writer_pid(self) -> int | None:
+        """The process id of the sink's writer process (to watch what it costs), or None when runs are written in this
+        process."""
+        return None if self._writer is None else self._writer.pid
+
     def _synchronous(self) -> Any:
         raise NotImplementedError
 
