@@ -17,10 +17,10 @@ with ``recorder.flush()``, the wait for the writer process to finish (also shown
   ``background=False`` (written in the program's thread) for comparison.
 
 Two LMs drive it: ``dspy.utils.DummyLM`` (no latency: the recorder's cost stands out), reported as microseconds per
-recorded call above the no-op callback (target: at most 50 for every sink), in wall time and in the program's CPU time
-(less disturbed by the machine's other work), with the writer process's CPU time per run beside it; and the real ``dspy.LM`` answering from
-LiteLLM's ``mock_response`` after ``--lm-seconds`` per call (a realistic 50 ms), reported as the overhead against the
-program without a callback (target: under 1%) and as the recorder's own share, above the no-op callback.
+recorded call above the no-op callback (target: at most 50 for every sink), in wall time and in the program's CPU
+time, with the writer process's CPU time per run beside it; and the real ``dspy.LM`` answering from LiteLLM's
+``mock_response`` after ``--lm-seconds`` per call (a realistic 50 ms), reported as the overhead against the program
+without a callback (target: under 1%) and as the recorder's own share, above the no-op callback.
 """
 
 from __future__ import annotations
@@ -132,10 +132,10 @@ def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> Times:
     return times
 
 
-def paired(times: Times, name: str, reference: str, column: int = WALL, reference_column: int | None = None) -> float:
+def paired(times: Times, name: str, reference: str, column: int = WALL) -> float:
     """Median over rounds of the difference to ``reference`` in the same round (seconds per run): machine noise that
-    slows a whole round cancels out. The reference's wall time is the one with the wait unless told otherwise."""
-    against = WALL if reference_column is None and column in (WALL_NO_WAIT, WALL) else column if reference_column is None else reference_column
+    slows a whole round cancels out. Wall time without the wait is compared with the reference's whole wall time."""
+    against = WALL if column == WALL_NO_WAIT else column
     return statistics.median(a[column] - b[against] for a, b in zip(times[name], times[reference]))
 
 

@@ -20,11 +20,10 @@ import queue
 import re
 import threading
 from abc import ABC, abstractmethod
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyoxigraph as ox
 
@@ -35,6 +34,9 @@ from dspy_rdf.formats import RdfFormat, encode_trace, parse_traces
 from dspy_rdf.identity import DEFAULT_BASE, check_base, is_absolute_iri
 from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.writer import stored_form
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = [
     "DEFAULT_STORE",
@@ -209,6 +211,8 @@ class TraceStore(ABC):
         300 runs (docs/benchmarks.md)."""
         owner, pool = self.__dict__.get("_commit_pool", (None, None))
         if pool is None or owner != os.getpid():  # a forked process has none of its parent's threads
+            from concurrent.futures import ThreadPoolExecutor  # only stores that are written to need it
+
             pool = ThreadPoolExecutor(max_workers=max(1, self.writer_threads), thread_name_prefix="dspy-rdf-store-writer")
             self.__dict__["_commit_pool"] = (os.getpid(), pool)
         return pool
