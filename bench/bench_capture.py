@@ -16,6 +16,13 @@ with ``recorder.flush()``, the wait for the writer process to finish (also shown
   them (file and store sinks write in a process of their own), and the file and store sinks with
   ``background=False`` (written in the program's thread) for comparison.
 
+The recorder's own time is also read directly: in extra rounds (``--handler-rounds``), each of its handlers is timed
+where DSPy calls it (``time.perf_counter_ns`` around the call), which the machine's noise disturbs far less than a
+difference of two whole runs. It is the program's work for the run, the sink's hand-over included (and, for a
+``MemorySink``, building the traces when they are read after each batch); it leaves out what recording costs the
+program indirectly (more garbage to collect, caches the handlers take from DSPy's code), which the paired figures
+hold.
+
 Two LMs drive it: ``dspy.utils.DummyLM`` (no latency: the recorder's cost stands out), reported as microseconds per
 recorded call above the no-op callback (target: at most 50 for every sink), in wall time and in the program's CPU
 time, with the writer process's CPU time per run beside it; and the real ``dspy.LM`` answering from LiteLLM's
@@ -82,14 +89,17 @@ class SlowMockLM(dspy.LM):
 
 
 def writer_cpu_seconds(callbacks: list) -> float:
-    """CPU seconds used so far by the writer processes of the recorders' sinks (``/proc/<pid>/schedstat``: nanoseconds
-    on a CPU), 0 for sinks that write in the program."""
+    """CPU seconds used so far by the writer processes of the recorders' sinks, all their threads (the store's own
+    included; ``/proc/<pid>/task/<tid>/schedstat``: nanoseconds on a CPU), 0 for sinks that write in the program."""
     total = 0.0
     for callback in callbacks:
         pid = getattr(getattr(callback, "sink", None), "writer_pid", None)
         if pid is not None:
-            with open(f"/proc/{pid}/schedstat") as handle:
-                total += int(handle.read().split()[0]) / 1e9
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                try:
+                    total += int((task / "schedstat").read_text().split()[0]) / 1e9
+                except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+                    pass
     return total
 
 
@@ -104,6 +114,9 @@ def time_runs(program: dspy.Module, runs: int, callbacks: list, make_lm) -> tupl
     for lm in lms:
         with dspy.context(lm=lm, callbacks=callbacks):
             program(question="What is 2 + 3, divided by 0?")
+    for callback in callbacks:  # a memory sink's traces are built when read: part of the program's run
+        if isinstance(callback, TraceRecorder) and isinstance(callback.sink, MemorySink):
+            callback.sink.traces  # noqa: B018
     ran = time.perf_counter()
     for callback in callbacks:
         if isinstance(callback, TraceRecorder):
@@ -128,8 +141,54 @@ def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> Times:
             times[name].append(time_runs(program, runs, callbacks, make_lm))
             for callback in callbacks:
                 if isinstance(callback, TraceRecorder) and isinstance(callback.sink, MemorySink):
-                    callback.sink.traces.clear()
+                    callback.sink.traces.clear()  # built when read: timed in time_runs, here only dropped
     return times
+
+
+HANDLERS = ("on_module_start", "on_module_end", "on_lm_start", "on_lm_end", "on_tool_start", "on_tool_end")
+
+
+def clock_handlers(recorder: TraceRecorder, spent: list[int]) -> None:
+    """Time each of ``recorder``'s handlers where DSPy calls it, adding nanoseconds to ``spent[0]`` (DSPy looks the
+    handlers up on the instance, so the timed ones shadow the class's)."""
+
+    def timed(handler):
+        def call(*args, **kwargs):
+            start = time.perf_counter_ns()
+            try:
+                return handler(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter_ns() - start
+
+        return call
+
+    for name in HANDLERS:
+        setattr(recorder, name, timed(getattr(recorder, name)))
+
+
+def handler_time(program, recorder: TraceRecorder, runs: int, rounds: int, make_lm) -> list[float]:
+    """Per round of ``runs`` program runs, the seconds spent in ``recorder``'s handlers per run (a ``MemorySink``'s
+    traces read, so built, at the end of each round)."""
+    spent = [0]
+    clock_handlers(recorder, spent)
+    out = []
+    try:
+        for _ in range(rounds):
+            lms = [make_lm() for _ in range(runs)]
+            spent[0] = 0
+            for lm in lms:
+                with dspy.context(lm=lm, callbacks=[recorder]):
+                    program(question="What is 2 + 3, divided by 0?")
+            if isinstance(recorder.sink, MemorySink):
+                start = time.perf_counter_ns()
+                recorder.sink.traces.clear()  # reading them builds them
+                spent[0] += time.perf_counter_ns() - start
+            out.append(spent[0] / 1e9 / runs)
+            recorder.flush()
+    finally:
+        for name in HANDLERS:
+            vars(recorder).pop(name, None)
+    return out
 
 
 def paired(times: Times, name: str, reference: str, column: int = WALL) -> float:
@@ -150,6 +209,7 @@ def main() -> None:
     parser.add_argument("--slow-runs", type=int, default=8, help="runs per configuration per round with the 50 ms LM")
     parser.add_argument("--slow-rounds", type=int, default=15)
     parser.add_argument("--lm-seconds", type=float, default=0.05, help="latency of each call of the slow LM")
+    parser.add_argument("--handler-rounds", type=int, default=15, help="rounds of --runs runs timing the recorder's handlers")
     args = parser.parse_args()
 
     program = dspy.ReAct("question -> answer", tools=[add, divide])
@@ -170,6 +230,14 @@ def main() -> None:
         fast = measure(program, configs, args.runs, args.rounds, lambda: DummyLM(list(ANSWERS)))
         slow_configs = {name: configs[name] for name in configs if "background=False" not in name}
         slow = measure(program, slow_configs, args.slow_runs, args.slow_rounds, lambda: SlowMockLM(args.lm_seconds))
+        in_handlers = {
+            name: handler_time(program, recorders[name], args.runs, args.handler_rounds, lambda: DummyLM(list(ANSWERS)))
+            for name in recorders
+        }
+        in_handlers_slow = {
+            name: handler_time(program, recorders[name], args.slow_runs, max(1, args.handler_rounds // 3), lambda: SlowMockLM(0.0))
+            for name in recorders if "background=False" not in name
+        }
         errors = [e for r in recorders.values() for e in r.errors]
         assert not errors, errors
         for recorder in recorders.values():
@@ -182,21 +250,25 @@ def main() -> None:
     lm_ms = f"{args.lm_seconds * 1000:.0f} ms"
     print("DummyLM: wall time, and CPU time of the program and of the sink's writer process\n")
     print("| configuration | ms/run | µs per recorded call above the no-op callback | the same, not waiting for the writer "
-          "| program CPU µs per recorded call above the no-op callback | writer process CPU ms/run |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "| program CPU µs per recorded call above the no-op callback | µs per recorded call in the recorder's handlers "
+          "| the same with the real dspy.LM | writer process CPU ms/run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in fast:
         recorder = name.startswith("TraceRecorder")
         cells = [f"{median(fast, name) * 1000:.2f}"]
         for column in (WALL, WALL_NO_WAIT, PROGRAM_CPU):
             cells.append(f"{paired(fast, name, noop, column) / CALLS_PER_RUN * 1e6:.0f}" if recorder else "—")
+        for clocked in (in_handlers, in_handlers_slow):
+            short = name.removeprefix("TraceRecorder + ")
+            cells.append(f"{statistics.median(clocked[short]) / CALLS_PER_RUN * 1e6:.1f}" if short in clocked else "—")
         writer = median(fast, name, WRITER_CPU)
         cells.append(f"{writer * 1000:.2f}" if writer else "—")
         print(f"| {name} | {' | '.join(cells)} |")
     print(f"\nThe real dspy.LM answering after {lm_ms} per call: overhead against the program without a callback, and the "
           "recorder's own share (above the no-op callback)\n")
     print(f"| configuration | ms/run | overhead vs no callback | the same, not waiting for the writer | above the no-op "
-          "callback | the same, not waiting for the writer |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "callback | the same, not waiting for the writer | in the recorder's handlers |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name in slow:
         cells = [f"{median(slow, name) * 1000:.1f}"]
         for reference in (base, noop):
@@ -205,6 +277,8 @@ def main() -> None:
                 continue
             for column in (WALL, WALL_NO_WAIT):
                 cells.append(f"{paired(slow, name, reference, column) / median(slow, base) * 100:+.2f}%")
+        short = name.removeprefix("TraceRecorder + ")
+        cells.append(f"{statistics.median(in_handlers_slow[short]) / median(slow, base) * 100:.2f}%" if short in in_handlers_slow else "—")
         print(f"| {name} | {' | '.join(cells)} |")
 
 

@@ -223,6 +223,22 @@ def test_a_memory_sink_has_each_run_when_the_programs_call_returns():
         assert len(memory.traces) == 1
 
 
+def predict_with_half_a_character(recorder: TraceRecorder) -> None:
+    """A run whose module input holds a lone UTF-16 surrogate, which no trace can hold: in an input the signature does
+    not use, as DSPy 3.4 refuses to send such text to an LM."""
+    with dspy.context(lm=EchoLM(), callbacks=[recorder]):
+        dspy.Predict("question -> answer")(question="say a", note="half \ud83d")
+
+
+def test_a_memory_sink_builds_a_run_once_when_read_and_reports_what_building_noted():
+    memory = MemorySink()
+    recorder = TraceRecorder(memory)
+    predict_with_half_a_character(recorder)
+    assert len(recorder.errors) == 1 and "not kept exactly" in recorder.errors[0]  # reading errors builds the run
+    [trace] = memory.traces
+    assert trace.losses and memory.traces[0] is trace and len(recorder.errors) == 1
+
+
 def record(recorder: TraceRecorder, runs: int = 1) -> None:
     with dspy.context(lm=EchoLM(), callbacks=[recorder]):
         for n in range(runs):
@@ -365,7 +381,7 @@ def test_a_recorded_run_the_writer_process_cannot_write_goes_back_to_the_recorde
 
 def test_what_the_writer_process_notes_of_a_run_it_built_reaches_the_recorder(tmp_path):
     recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
-    _record(recorder, ["half \ud83d"])
+    predict_with_half_a_character(recorder)
     recorder.flush()
     assert len(recorder.errors) == 1 and "not kept exactly" in recorder.errors[0]
     recorder.close()

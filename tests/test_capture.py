@@ -293,3 +293,121 @@ def test_summaries_cut_long_strings_and_describe_objects():
     assert summary["text"] == "x" * 10 + "… [2990 more characters]"
     assert summary["obj"].startswith("<object ob… [")
     assert summary["n"] == [1, 2.5, None, "nan"]
+
+
+# --- the converters' fast paths, against the plain walk they shortcut ------------------------------------------------
+# json_data and summarize take the strings, integers, booleans and None inside a container without a call of their own
+# (live capture converts every LM call's history entry while the program waits). These references walk every value
+# the plain way; both must give the same JSON and the same losses, at the same places, for any value.
+
+import enum  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from dspy_rdf.live import MAX_DEPTH, json_data, text_of, unicode_text  # noqa: E402
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+class _Label(str):
+    pass
+
+
+class _Count(int):
+    pass
+
+
+def _reference_json(value, path, losses, depth=0):
+    if isinstance(value, str):
+        return unicode_text(value, path, losses)
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float) or depth >= MAX_DEPTH:
+        return json_data(value, path=path, losses=losses)  # not what the fast paths touch
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
+            out[key] = _reference_json(v, f"{path}.{key}" if path else key, losses, depth + 1)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_reference_json(v, f"{path}[{i}]", losses, depth + 1) for i, v in enumerate(value)]
+    return json_data(value, path=path, losses=losses)  # objects: not what the fast paths touch
+
+
+def _reference_summary(value, max_chars, losses, path):
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        text = unicode_text(value, path, losses)
+        return text if len(text) <= max_chars else text[:max_chars] + f"… [{len(text) - max_chars} more characters]"
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {}
+        for k, v in items[:200]:
+            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
+            out[key] = _reference_summary(v, max_chars, losses, f"{path}.{key}" if path else key)
+        if len(items) > 200:
+            out["…"] = f"{len(items) - 200} more items"
+        return out
+    if isinstance(value, (list, tuple)):
+        out_list = [_reference_summary(v, max_chars, losses, f"{path}[{i}]") for i, v in enumerate(value[:200])]
+        if len(value) > 200:
+            out_list.append(f"… {len(value) - 200} more items")
+        return out_list
+    return summarize(value, max_chars=max_chars, losses=losses, path=path)
+
+
+_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=2),  # lone surrogates
+    st.text(alphabet="ab", min_size=40, max_size=60),  # over the summaries' max_chars below
+    st.builds(_Label, st.text(max_size=5)),
+)
+_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.builds(_Count, st.integers(0, 9)), st.floats(),
+    _TEXT, st.just(_Colour.RED), st.just(b"bytes"),
+)
+_KEYS = st.one_of(_TEXT, st.integers(), st.booleans(), st.none(), st.tuples(st.integers()), st.just(_Colour.RED))
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6), st.lists(inner, max_size=3).map(tuple), st.dictionaries(_KEYS, inner, max_size=6),
+        st.lists(st.none(), min_size=201, max_size=203),  # more items than a summary keeps
+    ),
+    max_leaves=40,
+)
+
+
+def _same(fast, reference) -> bool:
+    dump = lambda v: json.dumps(v, sort_keys=True, default=str, ensure_ascii=True)  # noqa: E731 - bytes kept as text
+    return dump(fast) == dump(reference)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_json_data_gives_what_the_plain_walk_gives(value):
+    fast_losses: list = []
+    reference_losses: list = []
+    fast = json_data({"v": value}, path="entry", losses=fast_losses)
+    reference = _reference_json({"v": value}, "entry", reference_losses)
+    assert _same(fast, reference)
+    assert [x["field"] for x in fast_losses] == [x["field"] for x in reference_losses]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_summaries_give_what_the_plain_walk_gives(value):
+    fast_losses: list = []
+    reference_losses: list = []
+    fast = summarize({"v": value}, max_chars=50, losses=fast_losses, path="input_summary")
+    reference = _reference_summary({"v": value}, 50, reference_losses, "input_summary")
+    assert _same(fast, reference)
+    assert fast_losses == reference_losses

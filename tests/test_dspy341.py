@@ -17,6 +17,7 @@ DSPY = "3.4.1"
 FILES = [
     "tests/test_real_dspy.py",
     "tests/test_capture.py",
+    "tests/test_background.py",
     "tests/test_source_lm15.py",
     "tests/test_source_history_dict.py",
     "tests/test_source_openai.py",

@@ -36,12 +36,16 @@ import weakref
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-__all__ = ["PIPE_BYTES", "BackgroundWriter", "BackgroundWriterError"]
+__all__ = ["PIPE_BYTES", "UNANSWERED_RUNS", "BackgroundWriter", "BackgroundWriterError"]
 
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<Q")
 PIPE_BYTES = 1 << 20  # room for a few dozen runs, so the program rarely waits on the child
+UNANSWERED_RUNS = 32
+"""Runs handed over without reading the child's answers, at most: reading them costs the program about as much as
+pickling a run, so it is done once this many runs wait for an answer (and by ``flush`` and ``close``). The answers
+to them (a few dozen bytes each) fit in the answers pipe many times over, so the child never waits for room."""
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
@@ -112,12 +116,12 @@ class BackgroundWriter:
 
     ``fallback()`` makes the same sink in this process, for when the child is gone; ``on_failure(trace, reason)``
     receives each run that could not be written and ``on_note(text)`` what the child's sink said of a run it wrote
-    (that some of its values were not kept exactly), both in the program's thread that next hands a run over, flushes
-    or closes. Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
+    (that some of its values were not kept exactly), both in the program's thread that flushes, closes, or hands a
+    run over while more than :data:`UNANSWERED_RUNS` wait for an answer. Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
     with the error the sink raised.
 
-    No thread of the program's own waits for the child's answers: they are read when the program next hands a run
-    over (without waiting), flushes or closes. A thread woken for each answer, like any thread that wakes while the
+    No thread of the program's own waits for the child's answers: they are read (without waiting) when a run is
+    handed over while more than :data:`UNANSWERED_RUNS` wait for theirs, and by ``flush`` and ``close``. A thread woken for each answer, like any thread that wakes while the
     program runs, costs the program more CPU than handing the run over.
     """
 
@@ -179,7 +183,8 @@ class BackgroundWriter:
                 self._sequence += 1
                 self._pending[self._sequence] = trace
                 try:
-                    self._read_answers()
+                    if len(self._pending) > UNANSWERED_RUNS:
+                        self._read_answers()
                     self._send(("run", self._sequence, trace))
                     return
                 except (OSError, ValueError, _WriterGone):  # the child is gone (BrokenPipeError), or the pipe closed

@@ -33,9 +33,10 @@ Handlers are thread-safe (one lock; a top-level call started in another thread, 
 makes, is a run of its own, but the calls a module makes in other threads, and the evaluated program's, belong to its
 run). Each call converts the live values it keeps to JSON data when it starts or ends, and the rest happens once, when
 the run ends (:mod:`dspy_rdf.runs`: reading the history entries, pairing, times), so a call adds little to the
-program's own work (``bench/bench_capture.py`` measures it). A ``MemorySink`` (or an ``on_run`` callback) gets the
-built trace before the program's call returns; a ``FileSink`` or ``StoreSink`` is handed the run as recorded, and its
-writer process builds and writes it (read them after :meth:`TraceRecorder.flush`).
+program's own work (``bench/bench_capture.py`` measures it). Every sink is handed the run as recorded: a
+``MemorySink`` builds the trace when its ``traces`` are read, a ``FileSink`` or ``StoreSink`` in its writer process,
+which also writes it (read them after :meth:`TraceRecorder.flush`); an ``on_run`` callback gets the trace built in the
+program before the program's call returns.
 The recorder starts no thread in the program. A callback must never break the program, and DSPy swallows callback
 exceptions: a run is never lost. A value without a JSON form, or whose text cannot be read, is kept as its text (or
 its type's name); text that no trace can hold (a lone UTF-16 surrogate) gets U+FFFD in its place; a setting an LM
@@ -57,7 +58,6 @@ from typing import Any
 from dspy_rdf import model as m
 from dspy_rdf.identity import canonical_json, key_from_payload
 from dspy_rdf.live import json_data, loss, text_of, unicode_text
-from dspy_rdf.pairing import within
 from dspy_rdf.runs import RecordedRun, ReturnedCall, build_trace, loss_note
 from dspy_rdf.sinks import FileSink, MemorySink, Sink, StoreSink
 
@@ -80,9 +80,6 @@ DEFAULT_MAX_CHARS = 2000
 """Strings longer than this are cut in input, output and result summaries."""
 _MAX_ITEMS = 200
 _MAX_DEPTH = 12
-
-
-_PENDING = ""  # a call's times are set from the run's starts and ends when its trace is built
 
 
 def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, losses: list[dict[str, str]] | None = None, path: str = "") -> Any:
@@ -114,17 +111,29 @@ def _summary(value: Any, max_chars: int, losses: list[dict[str, str]], path: str
 
 def _summary_of_container(value: Any, max_chars: int, losses: list[dict[str, str]], path: str, depth: int) -> Any:
     """The summary of a dict, list, DSPy prediction or pydantic model; anything else is summarized as its repr."""
+    # Short ASCII strings, integers, booleans and None are taken as they are without a call of their own (most of
+    # what modules take and return); a leaf's path is made only for a loss.
     if isinstance(value, dict):
-        items = list(value.items())
         out = {}
-        for k, v in items[:_MAX_ITEMS]:
-            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
-            out[key] = _summary(v, max_chars, losses, f"{path}.{key}" if path else key, depth + 1)
-        if len(items) > _MAX_ITEMS:
-            out["…"] = f"{len(items) - _MAX_ITEMS} more items"
+        for count, (k, v) in enumerate(value.items()):
+            if count == _MAX_ITEMS:
+                out["…"] = f"{len(value) - _MAX_ITEMS} more items"
+                break
+            key = k if type(k) is str and k.isascii() else text_of(k, path, losses)
+            leaf = type(v)
+            if (leaf is str and len(v) <= max_chars and v.isascii()) or v is None or leaf is int or leaf is bool:
+                out[key] = v
+            else:
+                out[key] = _summary(v, max_chars, losses, f"{path}.{key}" if path else key, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        out_list = [_summary(v, max_chars, losses, f"{path}[{i}]", depth + 1) for i, v in enumerate(value[:_MAX_ITEMS])]
+        out_list = []
+        for i, v in enumerate(value[:_MAX_ITEMS]):
+            leaf = type(v)
+            if (leaf is str and len(v) <= max_chars and v.isascii()) or v is None or leaf is int or leaf is bool:
+                out_list.append(v)
+            else:
+                out_list.append(_summary(v, max_chars, losses, f"{path}[{i}]", depth + 1))
         if len(value) > _MAX_ITEMS:
             out_list.append(f"… {len(value) - _MAX_ITEMS} more items")
         return out_list
@@ -179,7 +188,7 @@ class TraceRecorder(BaseCallback):
     ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
     after the sink, e.g. to print its IRI (in the thread that ended the run; a ``FileSink`` or ``StoreSink`` writes
     it later: its runs and failures are all in after :meth:`flush`); the trace is then built in the program, which
-    a writer process would otherwise do. :attr:`errors` lists, one line each, every run that was recorded with a
+    the sink would otherwise do. :attr:`errors` lists, one line each, every run that was recorded with a
     loss (a value kept as text, see ``Trace.losses``) and every run the sink could not write; a run the sink could
     not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
     """
@@ -195,7 +204,7 @@ class TraceRecorder(BaseCallback):
         self.sink: Sink = sink if sink is not None else MemorySink()
         self.max_chars = max_chars
         self.on_run = on_run
-        self.errors: list[str] = []
+        self._errors: list[str] = []
         self.unwritten: list[m.Trace] = []
         self._lock = threading.Lock()
         if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
@@ -208,13 +217,14 @@ class TraceRecorder(BaseCallback):
 
     # -- bookkeeping --
 
-    def _start(self, call_id: str, call: m.Call, instance: Any = None, losses: list[dict[str, str]] = ()) -> None:
-        """Register a call that started (``losses``: what its handler could not record, with paths inside the call)."""
+    def _start(self, call_id: str, call: dict[str, Any], instance: Any = None, losses: list[dict[str, str]] = ()) -> None:
+        """Register a call that started, given as its record (see :class:`~dspy_rdf.runs.RecordedRun`; ``losses``: what
+        its handler could not record, with paths inside the call)."""
         started = time.time()
         parent_id = ACTIVE_CALL_ID.get()
         with self._lock:
             parent = self._where.get(parent_id) if parent_id is not None else None
-            if parent is None and self._evaluating and isinstance(call, m.ModuleCall):
+            if parent is None and self._evaluating and call["call"] == "module":
                 # dspy.Evaluate runs the program in worker threads, which do not inherit DSPy's active call: a
                 # top-level call of the evaluated program while it runs belongs to that evaluation
                 for evaluation in reversed(self._evaluating):
@@ -224,8 +234,8 @@ class TraceRecorder(BaseCallback):
             if parent is None:
                 run = _Run()
             else:
-                run, call.parent_call = parent[0], parent[1]
-            call.dspy_call_id = call_id
+                run, call["parent_call"] = parent[0], parent[1]
+            call["dspy_call_id"] = call_id
             run.calls.append(call)
             run.starts.append(started)
             run.ends.append(None)
@@ -234,7 +244,7 @@ class TraceRecorder(BaseCallback):
             if losses:
                 run.losses.extend(_at(len(run.calls) - 1, losses))
 
-    def _end(self, call_id: str, exception: BaseException | None, update: Callable[[_Run, int, Any, list], None]) -> None:
+    def _end(self, call_id: str, exception: BaseException | None, update: Callable[[_Run, int, dict, list], None]) -> None:
         """Register a call that ended; ``update(run, index, call, losses)`` records what it returned."""
         ended = time.time()
         with self._lock:
@@ -245,7 +255,7 @@ class TraceRecorder(BaseCallback):
             call = run.calls[index]
             run.ends[index] = ended
             losses: list[dict[str, str]] = []
-            call.error = _error_text(exception, losses)
+            call["error"] = _error_text(exception, losses)
             try:
                 update(run, index, call, losses)
             except Exception as exc:  # noqa: BLE001 - a bug of ours or a live value: the call still ends, the run is kept
@@ -262,13 +272,12 @@ class TraceRecorder(BaseCallback):
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         losses: list[dict[str, str]] = []
         summary = summarize(inputs, max_chars=self.max_chars, losses=losses, path="input_summary")
-        call = m.ModuleCall(module_class=_class_name(instance), started_at=_PENDING, input_summary=summary)
-        self._start(call_id, call, instance, losses)
+        self._start(call_id, {"call": "module", "module_class": _class_name(instance), "input_summary": summary}, instance, losses)
 
     def on_module_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.ModuleCall, losses: list[dict[str, str]]) -> None:
+        def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
             if outputs is not None:
-                call.output_summary = summarize(outputs, max_chars=self.max_chars, losses=losses, path="output_summary")
+                call["output_summary"] = summarize(outputs, max_chars=self.max_chars, losses=losses, path="output_summary")
             returned = _returned_tool_calls(outputs, losses)
             if returned:
                 run.returned[index] = returned
@@ -282,7 +291,7 @@ class TraceRecorder(BaseCallback):
         last = history[-1] if isinstance(history, list) and history else None
         with self._lock:
             self._lm_marks[call_id] = (instance, last)
-        self._start(call_id, m.LMCall(model=getattr(instance, "model", None), started_at=_PENDING))
+        self._start(call_id, {"call": "lm", "model": getattr(instance, "model", None)})
 
     def on_lm_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         with self._lock:
@@ -309,7 +318,7 @@ class TraceRecorder(BaseCallback):
         entry_losses: list[dict[str, str]] = []
         data = None if entry is None else json_data(entry, path="entry", losses=entry_losses)
 
-        def update(run: _Run, index: int, call: m.LMCall, losses: list[dict[str, str]]) -> None:
+        def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
             if entry is not None and id(entry) not in run.claimed:
                 run.claimed.add(id(entry))
                 run.entries[index] = data
@@ -322,17 +331,17 @@ class TraceRecorder(BaseCallback):
         # Arguments are kept exactly (not summarized): they are what pairs an execution with its tool-call part.
         args = json_data(inputs.get("kwargs", inputs), path="tool_call.args", losses=losses)
         name = text_of(getattr(instance, "name", None) or type(instance).__name__, "tool_call.name", losses)
-        call = m.ToolExecution(tool_call=m.ToolCall(name=name, args=args if isinstance(args, dict) else {"args": args}), started_at=_PENDING)
+        call = {"call": "tool", "tool_call": {"name": name, "args": args if isinstance(args, dict) else {"args": args}}}
         self._start(call_id, call, instance, losses)
 
     def on_tool_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.ToolExecution, losses: list[dict[str, str]]) -> None:
-            call.tool_result = m.ToolResult(
-                name=call.tool_call.name,
-                result=None if exception is not None else summarize(outputs, max_chars=self.max_chars, losses=losses, path="tool_result.result"),
-                is_error=exception is not None,
-                error=call.error,
-            )
+        def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
+            call["tool_result"] = {
+                "name": call["tool_call"]["name"],
+                "result": None if exception is not None else summarize(outputs, max_chars=self.max_chars, losses=losses, path="tool_result.result"),
+                "is_error": exception is not None,
+                "error": call["error"],
+            }
 
         self._end(call_id, exception, update)
 
@@ -342,15 +351,15 @@ class TraceRecorder(BaseCallback):
         try:
             metric = inputs.get("metric") or getattr(instance, "metric", None)
             devset = inputs.get("devset") or getattr(instance, "devset", None)
-            call = m.EvaluateCall(
-                started_at=_PENDING,
-                metric=_qualified_name(metric),
-                program_class=None if program is None else _class_name(program),
-                program_fingerprint=program_fingerprint(program),
-                devset_size=len(devset) if hasattr(devset, "__len__") else None,
-            )
+            call = {
+                "call": "evaluate",
+                "metric": _qualified_name(metric),
+                "program_class": None if program is None else _class_name(program),
+                "program_fingerprint": program_fingerprint(program),
+                "devset_size": len(devset) if hasattr(devset, "__len__") else None,
+            }
         except Exception as exc:  # noqa: BLE001 - live objects can raise anything; the evaluation is still recorded
-            call = m.EvaluateCall(started_at=_PENDING)
+            call = {"call": "evaluate"}
             losses.append(loss("", f"the evaluation's program, metric or devset could not be read ({type(exc).__name__}); left out"))
         self._start(call_id, call, instance, losses)
         with self._lock:
@@ -359,11 +368,11 @@ class TraceRecorder(BaseCallback):
                 self._evaluating.append(_Evaluation(run=where[0], index=where[1], program=program))
 
     def on_evaluate_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.EvaluateCall, losses: list[dict[str, str]]) -> None:
+        def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
             self._evaluating = [e for e in self._evaluating if not (e.run is run and e.index == index)]
             if outputs is not None:
                 run.evaluations[index] = outputs
-                call.score = _number(getattr(outputs, "score", None))
+                call["score"] = _number(getattr(outputs, "score", None))
 
         self._end(call_id, exception, update)
 
@@ -371,20 +380,20 @@ class TraceRecorder(BaseCallback):
         student = inputs.get("student")
         summary = {k: v for k, v in inputs.items() if k not in ("student", "teacher")}
         losses: list[dict[str, str]] = []
-        call = m.CompileCall(
-            optimizer_class=_class_name(instance),
-            started_at=_PENDING,
-            input_summary=summarize(summary, max_chars=self.max_chars, losses=losses, path="input_summary"),
-            program_class=None if student is None else _class_name(student),
-            student_fingerprint=program_fingerprint(student),
-        )
+        call = {
+            "call": "compile",
+            "optimizer_class": _class_name(instance),
+            "input_summary": summarize(summary, max_chars=self.max_chars, losses=losses, path="input_summary"),
+            "program_class": None if student is None else _class_name(student),
+            "student_fingerprint": program_fingerprint(student),
+        }
         self._start(call_id, call, instance, losses)
 
     def on_compile_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
-        def update(run: _Run, index: int, call: m.CompileCall, losses: list[dict[str, str]]) -> None:
+        def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
             if outputs is not None:
-                call.program_class = _class_name(outputs)
-                call.program_fingerprint = program_fingerprint(outputs)
+                call["program_class"] = _class_name(outputs)
+                call["program_fingerprint"] = program_fingerprint(outputs)
 
         self._end(call_id, exception, update)
 
@@ -395,7 +404,7 @@ class TraceRecorder(BaseCallback):
         # for each run, cost the program more CPU than the work it took over; docs/benchmarks.md). A sink that writes
         # in a process of its own is handed the run as recorded and builds the trace there; otherwise it is built here.
         for index, result in run.evaluations.items():
-            run.calls[index].example_results = _example_results(result, run, index, self.max_chars, run.losses)
+            run.calls[index]["example_results"] = _example_results(result, run, index, self.max_chars, run.losses)
         recorded = RecordedRun(
             calls=run.calls, starts=run.starts, ends=run.ends, entries=run.entries, returned=run.returned,
             losses=run.losses, dspy_version=getattr(dspy, "__version__", None),
@@ -424,9 +433,19 @@ class TraceRecorder(BaseCallback):
             self._report(note)
         return trace
 
+    @property
+    def errors(self) -> list[str]:
+        """One line for each run recorded with a loss (a value kept as text, see ``Trace.losses``) and each run the
+        sink could not write. A ``MemorySink``'s runs are built (and their losses found) when this is read; a writer
+        process's reports are all in after :meth:`flush`."""
+        if isinstance(self.sink, MemorySink):
+            self.sink.flush()
+        return self._errors
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
-        then); False on timeout. Needed only before reading a sink's file or store in the same program."""
+        then, and what building them noted in :attr:`errors`); False on timeout. Needed only before reading a sink's
+        file or store in the same program."""
         flush = getattr(self.sink, "flush", None)
         return True if flush is None else flush(timeout)
 
@@ -438,7 +457,7 @@ class TraceRecorder(BaseCallback):
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"
-        self.errors.append(message)
+        self._errors.append(message)
         logger.warning(message)
 
 
@@ -479,9 +498,20 @@ def program_fingerprint(program: Any) -> str | None:
     return key_from_payload(text)
 
 
-def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses: list[dict[str, str]]) -> list[m.ExampleResult]:
-    """Each (example, prediction, score) of an ``EvaluationResult``, linked to the program call that produced it."""
-    by_output = {id(out): i for i, out in run.outputs.items() if within(run.calls, i, index)}
+def _below(calls: list[dict[str, Any]], index: int, ancestor: int) -> bool:
+    """Whether the recorded ``calls[index]`` is ``ancestor`` or below it."""
+    current: int | None = index
+    while current is not None:
+        if current == ancestor:
+            return True
+        current = calls[current].get("parent_call")
+    return False
+
+
+def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Each (example, prediction, score) of an ``EvaluationResult``, as recorded, linked to the program call that
+    produced it."""
+    by_output = {id(out): i for i, out in run.outputs.items() if _below(run.calls, i, index)}
     out = []
     for position, item in enumerate(getattr(result, "results", None) or []):
         try:
@@ -489,12 +519,12 @@ def _example_results(result: Any, run: _Run, index: int, max_chars: int, losses:
         except (TypeError, ValueError):
             losses.append(loss(f"calls[{index}].example_results[{position}]", "not an (example, prediction, score) triple; left out"))
             continue
-        out.append(m.ExampleResult(
-            example=summarize(example, max_chars=max_chars, losses=losses, path=f"calls[{index}].example_results[{position}].example"),
-            prediction=summarize(prediction, max_chars=max_chars, losses=losses, path=f"calls[{index}].example_results[{position}].prediction"),
-            score=_number(score),
-            program_call=by_output.get(id(prediction)),
-        ))
+        out.append({
+            "example": summarize(example, max_chars=max_chars, losses=losses, path=f"calls[{index}].example_results[{position}].example"),
+            "prediction": summarize(prediction, max_chars=max_chars, losses=losses, path=f"calls[{index}].example_results[{position}].prediction"),
+            "score": _number(score),
+            "program_call": by_output.get(id(prediction)),
+        })
     return out
 
 

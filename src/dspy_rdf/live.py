@@ -73,9 +73,14 @@ def _text(value: Any, path: str, losses: list[dict[str, str]], why: str) -> str:
 
 
 def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value if value.isascii() else unicode_text(value, path, losses)
+    if value is None or kind is int or kind is bool:
+        return value
     if isinstance(value, str):
         return unicode_text(value, path, losses)
-    if value is None or isinstance(value, (bool, int)):
+    if isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         if math.isfinite(value):
@@ -83,14 +88,28 @@ def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) ->
         return _text(value, path, losses, f"{value!r} is not a JSON number; kept as text")
     if depth >= MAX_DEPTH:
         return _text(value, path, losses, f"nested more than {MAX_DEPTH} levels deep; kept as text")
+    # Strings, integers, booleans and None inside a container are taken as they are without a call of their own: live
+    # capture converts every LM call's history entry while the program waits, and most of an entry is such leaves.
+    # A leaf's path is made only for a loss.
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
-            out[key] = _convert(v, f"{path}.{key}" if path else key, losses, depth + 1)
+            key = k if type(k) is str and k.isascii() else text_of(k, path, losses)
+            leaf = type(v)
+            if (leaf is str and v.isascii()) or v is None or leaf is int or leaf is bool:
+                out[key] = v
+            else:
+                out[key] = _convert(v, f"{path}.{key}" if path else key, losses, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [_convert(v, f"{path}[{i}]", losses, depth + 1) for i, v in enumerate(value)]
+        out_list = []
+        for i, v in enumerate(value):
+            leaf = type(v)
+            if (leaf is str and v.isascii()) or v is None or leaf is int or leaf is bool:
+                out_list.append(v)
+            else:
+                out_list.append(_convert(v, f"{path}[{i}]", losses, depth + 1))
+        return out_list
     try:
         return _convert_object(value, path, losses, depth)
     except Exception as exc:  # noqa: BLE001 - a live object that fails to convert (toDict, asdict, a set's items)

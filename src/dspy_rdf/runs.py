@@ -5,8 +5,8 @@ keeps to JSON data then (summaries, tool arguments, each LM call's history entry
 What is left once the run has ended needs no live object: reading each history entry into the canonical model,
 linking returned tool calls to the parts that hold them, pairing tool executions with what asked for them, and
 writing times as ``xsd:dateTime``. A :class:`RecordedRun` holds the run at that point and :func:`build_trace` does
-the rest, in the program (for a ``MemorySink``, or an ``on_run`` callback) or in a sink's writer process, so that a
-program whose runs are written elsewhere pays only for recording them. Nothing here imports DSPy.
+the rest, later: when a ``MemorySink``'s traces are read, in a sink's writer process, or in the program for an
+``on_run`` callback, so that the program's calls pay only for recording the run. Nothing here imports DSPy.
 """
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ class ReturnedCall:
 class RecordedRun:
     """A program run as the recorder noted it (see the module docstring).
 
-    ``calls`` are the calls in the order they started, their times still in ``starts`` and ``ends`` (epoch seconds;
-    an end of None for a call that did not end) and each LM call's history entry in ``entries`` (call index -> the
-    entry as JSON data); ``returned`` holds the tool calls each module call returned; ``losses`` what was kept as
-    text or left out while recording, and where."""
+    ``calls`` are the calls in the order they started, each a record of builtins only (cheap to make, and to hand to a
+    writer process): the call's JSON form (:func:`dspy_rdf.run_json.call_to_json`: ``"call"`` says its kind, then the
+    model's fields) without its times, which are in ``starts`` and ``ends`` (epoch seconds; an end of None for a call
+    that did not end), nor an LM call's history entry, which is in ``entries`` (call index -> the entry as JSON data);
+    ``returned`` holds the tool calls each module call returned; ``losses`` what was kept as text or left out while
+    recording, and where."""
 
-    calls: list[m.Call] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
     ends: list[float | None] = field(default_factory=list)
     entries: dict[int, Any] = field(default_factory=dict)
@@ -83,41 +85,78 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
 
-def _set_times(run: RecordedRun) -> None:
-    for call, started, ended in zip(run.calls, run.starts, run.ends):
-        call.started_at = _iso(started)
-        call.ended_at = None if ended is None else _iso(ended)
+def _calls(run: RecordedRun) -> list[m.Call]:
+    """The run's calls as model objects, with their times (no LM history entry yet)."""
+    return [
+        _call(record, _iso(started), None if ended is None else _iso(ended))
+        for record, started, ended in zip(run.calls, run.starts, run.ends)
+    ]
 
 
-def _trace(run: RecordedRun, losses: list[dict[str, str]]) -> m.Trace:
-    root = run.calls[0]
+def _call(record: dict[str, Any], started_at: str, ended_at: str | None) -> m.Call:
+    """One recorded call as its model object (the recorder made the record: its fields are already checked)."""
+    common = {
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "dspy_call_id": record.get("dspy_call_id"),
+        "parent_call": record.get("parent_call"),
+        "error": record.get("error"),
+    }
+    kind = record["call"]
+    if kind == "module":
+        return m.ModuleCall(
+            module_class=record["module_class"], input_summary=record.get("input_summary"),
+            output_summary=record.get("output_summary"), **common,
+        )  # fmt: skip
+    if kind == "lm":
+        return m.LMCall(model=record.get("model"), **common)
+    if kind == "tool":
+        result = record.get("tool_result")
+        return m.ToolExecution(
+            tool_call=m.ToolCall(**record["tool_call"]), tool_result=None if result is None else m.ToolResult(**result), **common
+        )
+    if kind == "evaluate":
+        return m.EvaluateCall(
+            metric=record.get("metric"), program_class=record.get("program_class"),
+            program_fingerprint=record.get("program_fingerprint"), devset_size=record.get("devset_size"),
+            score=record.get("score"), example_results=[m.ExampleResult(**r) for r in record.get("example_results", ())],
+            **common,
+        )  # fmt: skip
+    if kind == "compile":
+        return m.CompileCall(
+            optimizer_class=record["optimizer_class"], input_summary=record.get("input_summary"),
+            program_class=record.get("program_class"), student_fingerprint=record.get("student_fingerprint"),
+            program_fingerprint=record.get("program_fingerprint"), **common,
+        )  # fmt: skip
+    raise ValueError(f"a recorded call of unknown kind {kind!r}")
+
+
+def _trace(run: RecordedRun, calls: list[m.Call], losses: list[dict[str, str]]) -> m.Trace:
+    root = calls[0]
     return m.Trace(
         source_kind="program_run",
         source_format="dspy_callback",
         dspy_version=run.dspy_version,
         started_at=root.started_at,
         ended_at=root.ended_at,
-        calls=run.calls,
+        calls=calls,
         losses=losses,
     )
 
 
 def _built(run: RecordedRun) -> m.Trace:
     losses = list(run.losses)
+    calls = _calls(run)
     for index, data in run.entries.items():
-        run.calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
-    _set_times(run)
-    _link_returned_tool_calls(run.calls, run.returned)
-    pair_tool_executions(run.calls, run.starts, run.ends)
-    return _trace(run, losses)
+        calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
+    _link_returned_tool_calls(calls, run.returned)
+    pair_tool_executions(calls, run.starts, run.ends)
+    return _trace(run, calls, losses)
 
 
 def _bare(run: RecordedRun, why: str) -> m.Trace:
     """The run without its LM history entries (the calls, their times and summaries), when building it failed."""
-    for index in run.entries:
-        run.calls[index].entry = None
-    _set_times(run)
-    return _trace(run, [*run.losses, loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")])
+    return _trace(run, _calls(run), [*run.losses, loss("calls", f"the run could not be converted ({why}); its LM history entries were left out")])
 
 
 _MAX_LEFT_OUT = 20

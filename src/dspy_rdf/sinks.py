@@ -14,7 +14,6 @@ import logging
 import pickle
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,15 +38,56 @@ class Sink(Protocol):
         """Store one finished run."""
 
 
-@dataclass
 class MemorySink:
-    """Keeps finished runs in :attr:`traces` (for notebooks and tests)."""
+    """Keeps finished runs in :attr:`traces` (for notebooks and tests).
 
-    traces: list[m.Trace] = field(default_factory=list)
+    A run is handed over as the recorder noted it (plain data, see :class:`~dspy_rdf.runs.RecordedRun`) and built into
+    its trace when :attr:`traces` is next read (or the recorder is flushed), so that the program's call pays only for
+    recording it; what building notes of a run (values not kept exactly) goes to ``on_losses``, which the recorder
+    sets. A trace handed over built is kept as it is."""
 
-    def write(self, trace: m.Trace) -> None:
-        """Append the run to :attr:`traces`."""
-        self.traces.append(trace)
+    builds_runs = True
+    """Runs handed over as recorded are built here, later (see the class docstring)."""
+
+    def __init__(self) -> None:
+        self._items: list[m.Trace | RecordedRun] = []
+        self._unbuilt = 0  # runs at the end of _items not built yet (runs are only ever appended)
+        self._lock = threading.Lock()
+        self.on_losses: Callable[[str], None] | None = None
+
+    def __repr__(self) -> str:
+        return f"MemorySink({len(self._items)} runs)"
+
+    @property
+    def traces(self) -> list[m.Trace]:
+        """The finished runs' traces, in the order they finished (the list itself: clearing it drops them)."""
+        self.flush()
+        return self._items  # type: ignore[return-value]  # every item is built by flush
+
+    def write(self, run: m.Trace | RecordedRun) -> None:
+        """Keep one finished run (built when :attr:`traces` is next read)."""
+        with self._lock:
+            self._items.append(run)
+            if not isinstance(run, m.Trace):
+                self._unbuilt += 1
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Build every run kept as recorded (saying what building noted to ``on_losses``); always True."""
+        notes = []
+        with self._lock:
+            items, count = self._items, self._unbuilt
+            for index in range(max(0, len(items) - count), len(items)):
+                if not isinstance(items[index], m.Trace):
+                    items[index] = trace = build_trace(items[index])
+                    if (note := loss_note(trace)) is not None:
+                        notes.append(note)
+            self._unbuilt = 0
+        for note in notes:
+            if self.on_losses is not None:
+                self.on_losses(note)
+            else:
+                logger.warning("dspy-rdf: %s", note)
+        return True
 
 
 class _Background:
