@@ -1,13 +1,15 @@
 """Overhead of live capture: a dspy.ReAct program with and without the TraceRecorder callback, with every sink.
 
     python bench/bench_capture.py [--runs 40] [--rounds 15] [--slow-runs 8] [--slow-rounds 15] [--lm-seconds 0.05]
+                                  [--handler-rounds 15]
 
 Workload: a real dspy.ReAct run with two tools (one raises): 4 LM calls, 3 tool executions, 6 module calls per run
 (13 recorded calls; DSPy also dispatches 8 adapter format/parse events). Each round times --runs program runs in each
-configuration, the configurations interleaved so that machine noise hits them alike; the figures are medians over
-the rounds, and each difference between two configurations is the median of their differences within a round
-(paired: noise that slows a whole round cancels out). A sink's time includes writing every run: each timed batch ends
-with ``recorder.flush()``, the wait for the writer process to finish (also shown without that wait).
+configuration, the configurations interleaved (in a new random order each round) so that machine noise hits them
+alike; the figures are medians over the rounds, and each difference between two configurations is the median of
+their differences within a round (paired: noise that slows a whole round cancels out). A sink's time includes writing
+every run: each timed batch ends with ``recorder.flush()``, the wait for the writer process to finish (also shown
+without that wait), and a ``MemorySink``'s batch with reading its traces, which builds them.
 
 - baseline: the program with no callback;
 - no-op BaseCallback: a callback with no handlers, i.e. the cost of DSPy's own dispatch, which any callback pays
@@ -17,8 +19,8 @@ with ``recorder.flush()``, the wait for the writer process to finish (also shown
   ``background=False`` (written in the program's thread) for comparison.
 
 The recorder's own time is also read directly: in extra rounds (``--handler-rounds``), each of its handlers is timed
-where DSPy calls it (``time.perf_counter_ns`` around the call), which the machine's noise disturbs far less than a
-difference of two whole runs. It is the program's work for the run, the sink's hand-over included (and, for a
+where DSPy calls it (``time.perf_counter_ns`` around the call), and the median over runs of a run's total is
+reported, which the machine's noise disturbs far less than a difference of two whole runs. It is the program's work for the run, the sink's hand-over included (and, for a
 ``MemorySink``, building the traces when they are read after each batch); it leaves out what recording costs the
 program indirectly (more garbage to collect, caches the handlers take from DSPy's code), which the paired figures
 hold.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -132,12 +135,16 @@ WALL_NO_WAIT, WALL, PROGRAM_CPU, WRITER_CPU = range(4)
 
 
 def measure(program, configs: dict, runs: int, rounds: int, make_lm) -> Times:
-    """Per configuration, the :func:`time_runs` figures of each round."""
+    """Per configuration, the :func:`time_runs` figures of each round. The configurations run in a new random order
+    each round (seeded): what one leaves behind (a store's compactions, the kernel writing a file's pages) then falls
+    on each of the others alike."""
     for callbacks in configs.values():  # warm up imports and caches
         time_runs(program, 2, callbacks, make_lm)
     times: Times = {name: [] for name in configs}
+    order = random.Random(2026)
     for _ in range(rounds):
-        for name, callbacks in configs.items():
+        for name in order.sample(list(configs), len(configs)):
+            callbacks = configs[name]
             times[name].append(time_runs(program, runs, callbacks, make_lm))
             for callback in callbacks:
                 if isinstance(callback, TraceRecorder) and isinstance(callback.sink, MemorySink):
@@ -167,23 +174,27 @@ def clock_handlers(recorder: TraceRecorder, spent: list[int]) -> None:
 
 
 def handler_time(program, recorder: TraceRecorder, runs: int, rounds: int, make_lm) -> list[float]:
-    """Per round of ``runs`` program runs, the seconds spent in ``recorder``'s handlers per run (a ``MemorySink``'s
-    traces read, so built, at the end of each round)."""
+    """The seconds spent in ``recorder``'s handlers in each of ``rounds`` x ``runs`` program runs (a ``MemorySink``'s
+    traces are read, so built, at the end of each round, and that time is shared among the round's runs). Their median
+    leaves out the runs in which the machine took the CPU from the program in the middle of a handler."""
     spent = [0]
     clock_handlers(recorder, spent)
     out = []
     try:
         for _ in range(rounds):
             lms = [make_lm() for _ in range(runs)]
-            spent[0] = 0
+            per_run = []
             for lm in lms:
+                spent[0] = 0
                 with dspy.context(lm=lm, callbacks=[recorder]):
                     program(question="What is 2 + 3, divided by 0?")
+                per_run.append(spent[0])
             if isinstance(recorder.sink, MemorySink):
                 start = time.perf_counter_ns()
                 recorder.sink.traces.clear()  # reading them builds them
-                spent[0] += time.perf_counter_ns() - start
-            out.append(spent[0] / 1e9 / runs)
+                building = (time.perf_counter_ns() - start) / runs
+                per_run = [ns + building for ns in per_run]
+            out += [ns / 1e9 for ns in per_run]
             recorder.flush()
     finally:
         for name in HANDLERS:
