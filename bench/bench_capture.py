@@ -19,7 +19,7 @@ without that wait), and a ``MemorySink``'s batch with reading its traces, which 
   ``background=False`` (written in the program's thread) for comparison.
 
 The recorder's own time is also read directly: in extra rounds (``--handler-rounds``), each of its handlers is timed
-where DSPy calls it (``time.perf_counter_ns`` around the call), and the median over runs of a run's total is
+where DSPy calls it (``time.perf_counter_ns`` around the call), and the median over rounds of the time per run is
 reported, which the machine's noise disturbs far less than a difference of two whole runs. It is the program's work for the run, the sink's hand-over included (and, for a
 ``MemorySink``, building the traces when they are read after each batch); it leaves out what recording costs the
 program indirectly (more garbage to collect, caches the handlers take from DSPy's code), which the paired figures
@@ -174,27 +174,24 @@ def clock_handlers(recorder: TraceRecorder, spent: list[int]) -> None:
 
 
 def handler_time(program, recorder: TraceRecorder, runs: int, rounds: int, make_lm) -> list[float]:
-    """The seconds spent in ``recorder``'s handlers in each of ``rounds`` x ``runs`` program runs (a ``MemorySink``'s
-    traces are read, so built, at the end of each round, and that time is shared among the round's runs). Their median
-    leaves out the runs in which the machine took the CPU from the program in the middle of a handler."""
+    """Per round of ``runs`` program runs, the seconds spent in ``recorder``'s handlers per run: a mean over the
+    round's runs, so that the work done every few runs (reading the writer process's answers and freeing the runs they
+    confirm; building a ``MemorySink``'s traces when they are read, at the end of each round) is shared among them."""
     spent = [0]
     clock_handlers(recorder, spent)
     out = []
     try:
         for _ in range(rounds):
             lms = [make_lm() for _ in range(runs)]
-            per_run = []
+            spent[0] = 0
             for lm in lms:
-                spent[0] = 0
                 with dspy.context(lm=lm, callbacks=[recorder]):
                     program(question="What is 2 + 3, divided by 0?")
-                per_run.append(spent[0])
             if isinstance(recorder.sink, MemorySink):
                 start = time.perf_counter_ns()
                 recorder.sink.traces.clear()  # reading them builds them
-                building = (time.perf_counter_ns() - start) / runs
-                per_run = [ns + building for ns in per_run]
-            out += [ns / 1e9 for ns in per_run]
+                spent[0] += time.perf_counter_ns() - start
+            out.append(spent[0] / 1e9 / runs)
             recorder.flush()
     finally:
         for name in HANDLERS:
@@ -246,7 +243,7 @@ def main() -> None:
             for name in recorders
         }
         in_handlers_slow = {
-            name: handler_time(program, recorders[name], args.slow_runs, max(1, args.handler_rounds // 3), lambda: SlowMockLM(0.0))
+            name: handler_time(program, recorders[name], args.runs, max(1, args.handler_rounds // 3), lambda: SlowMockLM(0.0))
             for name in recorders if "background=False" not in name
         }
         errors = [e for r in recorders.values() for e in r.errors]

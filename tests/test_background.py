@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import enum
 import os
 import pickle
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import dspy
 import pytest
@@ -237,6 +239,65 @@ def test_a_memory_sink_builds_a_run_once_when_read_and_reports_what_building_not
     assert len(recorder.errors) == 1 and "not kept exactly" in recorder.errors[0]  # reading errors builds the run
     [trace] = memory.traces
     assert trace.losses and memory.traces[0] is trace and len(recorder.errors) == 1
+
+
+def test_a_memory_sinks_traces_hold_built_traces_only_and_later_runs_join_them_when_read():
+    memory = MemorySink()
+    recorder = TraceRecorder(memory)
+    record(recorder)
+    held = memory.traces
+    record(recorder, 2)
+    assert len(held) == 1 and all(isinstance(t, m.Trace) for t in held)  # nothing unbuilt slips into a list in hand
+    held.append(held[0])  # a list of the caller's own
+    assert len(memory.traces) == 4 and memory.traces is held and all(isinstance(t, m.Trace) for t in held)
+    assert recorder.errors == []
+
+
+class Unit(str, enum.Enum):
+    C = "celsius"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def weather(city: str, unit: Unit) -> Level:
+    """The weather of a city."""
+    return Level.HIGH
+
+
+def test_enum_members_a_run_holds_reach_the_writer_process_as_their_values(tmp_path):
+    # The writer process cannot import the program's classes: a run holding a str or int enum member (a tool's
+    # argument and result) once made it fail to read the run, and every later run was written in the program.
+    recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
+    pid = recorder.sink.writer_pid
+    with dspy.context(callbacks=[recorder]):
+        assert dspy.Tool(weather)(city="Paris", unit=Unit.C) == Level.HIGH
+    assert recorder.flush() and recorder.sink.writer_pid == pid and recorder.errors == [] and recorder.unwritten == []
+    recorder.close()
+    [trace] = stored_runs(tmp_path / "runs.jsonl")
+    [execution] = trace.calls
+    assert execution.tool_call.args == {"city": "Paris", "unit": "celsius"} and execution.tool_result.result == 3
+
+
+def test_a_run_the_writer_process_could_not_write_is_told_at_a_later_run_without_a_flush(tmp_path, monkeypatch):
+    import dspy_rdf.background
+
+    monkeypatch.setattr(dspy_rdf.background, "ANSWER_SECONDS", 0.2)
+    path = tmp_path / "runs.jsonl"
+    recorder = TraceRecorder(FileSink(path))
+    record(recorder)
+    recorder.flush()
+    path.unlink()
+    path.mkdir()  # appending to it now fails in the writer process
+    record(recorder)
+    for _ in range(6):  # a program whose runs come now and then: far fewer than UNANSWERED_RUNS
+        if recorder.unwritten:
+            break
+        time.sleep(0.3)
+        record(recorder)
+    assert recorder.unwritten and "IsADirectoryError" in recorder.errors[0]
+    recorder.close()
 
 
 def record(recorder: TraceRecorder, runs: int = 1) -> None:

@@ -298,7 +298,8 @@ def test_summaries_cut_long_strings_and_describe_objects():
 # --- the converters' fast paths, against the plain walk they shortcut ------------------------------------------------
 # json_data and summarize take the strings, integers, booleans and None inside a container without a call of their own
 # (live capture converts every LM call's history entry while the program waits). These references walk every value
-# the plain way; both must give the same JSON and the same losses, at the same places, for any value.
+# the plain way; both must give the same JSON and the same losses, at the same places, for any value, and hold plain
+# builtins only (a string enum member as its value: a writer process cannot import the program's classes).
 
 import enum  # noqa: E402
 import json  # noqa: E402
@@ -322,17 +323,46 @@ class _Count(int):
     pass
 
 
+class _Unit(str, enum.Enum):  # its str() is "_Unit.C", its JSON (and the recorded value) "celsius"
+    C = "celsius"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+def _plain(value):
+    """A string, integer or float of a subclass as the plain value it holds (what a recorded run keeps)."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__int__(value)
+    return float.__float__(value) if isinstance(value, float) else value
+
+
+def _key(k, path, losses):
+    return unicode_text(_plain(k), path, losses) if isinstance(k, str) else text_of(k, path, losses)
+
+
+def _only_builtins(value) -> bool:
+    if isinstance(value, dict):
+        return all(type(k) is str and _only_builtins(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_only_builtins(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
 def _reference_json(value, path, losses, depth=0):
     if isinstance(value, str):
-        return unicode_text(value, path, losses)
+        return unicode_text(_plain(value), path, losses)
     if value is None or isinstance(value, (bool, int)):
-        return value
+        return _plain(value)
     if isinstance(value, float) or depth >= MAX_DEPTH:
         return json_data(value, path=path, losses=losses)  # not what the fast paths touch
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
+            key = _key(k, path, losses)
             out[key] = _reference_json(v, f"{path}.{key}" if path else key, losses, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
@@ -342,17 +372,17 @@ def _reference_json(value, path, losses, depth=0):
 
 def _reference_summary(value, max_chars, losses, path):
     if value is None or isinstance(value, (bool, int)):
-        return value
+        return _plain(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
+        return _plain(value) if math.isfinite(value) else repr(value)
     if isinstance(value, str):
-        text = unicode_text(value, path, losses)
+        text = unicode_text(_plain(value), path, losses)
         return text if len(text) <= max_chars else text[:max_chars] + f"… [{len(text) - max_chars} more characters]"
     if isinstance(value, dict):
         items = list(value.items())
         out = {}
         for k, v in items[:200]:
-            key = k if isinstance(k, str) and k.isascii() else text_of(k, path, losses)
+            key = _key(k, path, losses)
             out[key] = _reference_summary(v, max_chars, losses, f"{path}.{key}" if path else key)
         if len(items) > 200:
             out["…"] = f"{len(items) - 200} more items"
@@ -370,9 +400,10 @@ _TEXT = st.one_of(
     st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=2),  # lone surrogates
     st.text(alphabet="ab", min_size=40, max_size=60),  # over the summaries' max_chars below
     st.builds(_Label, st.text(max_size=5)),
+    st.just(_Unit.C),
 )
 _LEAVES = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.builds(_Count, st.integers(0, 9)), st.floats(),
+    st.none(), st.booleans(), st.integers(), st.builds(_Count, st.integers(0, 9)), st.just(_Level.HIGH), st.floats(),
     _TEXT, st.just(_Colour.RED), st.just(b"bytes"),
 )
 _KEYS = st.one_of(_TEXT, st.integers(), st.booleans(), st.none(), st.tuples(st.integers()), st.just(_Colour.RED))
@@ -398,7 +429,7 @@ def test_json_data_gives_what_the_plain_walk_gives(value):
     reference_losses: list = []
     fast = json_data({"v": value}, path="entry", losses=fast_losses)
     reference = _reference_json({"v": value}, "entry", reference_losses)
-    assert _same(fast, reference)
+    assert _same(fast, reference) and _only_builtins(fast)
     assert [x["field"] for x in fast_losses] == [x["field"] for x in reference_losses]
 
 
@@ -409,5 +440,5 @@ def test_summaries_give_what_the_plain_walk_gives(value):
     reference_losses: list = []
     fast = summarize({"v": value}, max_chars=50, losses=fast_losses, path="input_summary")
     reference = _reference_summary({"v": value}, 50, reference_losses, "input_summary")
-    assert _same(fast, reference)
+    assert _same(fast, reference) and _only_builtins(fast)
     assert fast_losses == reference_losses

@@ -36,16 +36,20 @@ import weakref
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-__all__ = ["PIPE_BYTES", "UNANSWERED_RUNS", "BackgroundWriter", "BackgroundWriterError"]
+__all__ = ["ANSWER_SECONDS", "PIPE_BYTES", "UNANSWERED_RUNS", "BackgroundWriter", "BackgroundWriterError"]
 
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<Q")
 PIPE_BYTES = 1 << 20  # room for a few dozen runs, so the program rarely waits on the child
 UNANSWERED_RUNS = 32
-"""Runs handed over without reading the child's answers, at most: reading them costs the program about as much as
-pickling a run, so it is done once this many runs wait for an answer (and by ``flush`` and ``close``). The answers
-to them (a few dozen bytes each) fit in the answers pipe many times over, so the child never waits for room."""
+ANSWER_SECONDS = 1.0
+"""The child's answers are read when a run is handed over while more than :data:`UNANSWERED_RUNS` runs wait for one,
+or :data:`ANSWER_SECONDS` after they were last read (and by ``flush`` and ``close``): reading them at every run cost
+the program about as much as pickling it, while a failure is still told at the next run of a program whose runs come
+seconds apart. The answers to that many runs (a few dozen bytes each, more for a failure's reason) fit in the answers
+pipe many times over, so the child seldom waits for room (and never for long: a program that finds its own pipe full
+reads the answers)."""
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
@@ -117,11 +121,12 @@ class BackgroundWriter:
     ``fallback()`` makes the same sink in this process, for when the child is gone; ``on_failure(trace, reason)``
     receives each run that could not be written and ``on_note(text)`` what the child's sink said of a run it wrote
     (that some of its values were not kept exactly), both in the program's thread that flushes, closes, or hands a
-    run over while more than :data:`UNANSWERED_RUNS` wait for an answer. Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
+    run over when the answers are read (see :data:`ANSWER_SECONDS`). Raises :class:`BackgroundWriterError` when the child cannot make its sink (a locked store, a bad path),
     with the error the sink raised.
 
     No thread of the program's own waits for the child's answers: they are read (without waiting) when a run is
-    handed over while more than :data:`UNANSWERED_RUNS` wait for theirs, and by ``flush`` and ``close``. A thread woken for each answer, like any thread that wakes while the
+    handed over while many runs wait for theirs or some time after they were last read (:data:`ANSWER_SECONDS`), and
+    by ``flush`` and ``close``. A thread woken for each answer, like any thread that wakes while the
     program runs, costs the program more CPU than handing the run over.
     """
 
@@ -139,6 +144,7 @@ class BackgroundWriter:
         self._sequence = 0
         self._confirmed = 0  # the highest flush marker answered
         self._local: Any = None  # the sink in this process, once the child is gone
+        self._answers_read = time.monotonic()  # when the child's answers were last read
         self._closed = False
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._process = subprocess.Popen(
@@ -183,7 +189,7 @@ class BackgroundWriter:
                 self._sequence += 1
                 self._pending[self._sequence] = trace
                 try:
-                    if len(self._pending) > UNANSWERED_RUNS:
+                    if len(self._pending) > UNANSWERED_RUNS or time.monotonic() - self._answers_read > ANSWER_SECONDS:
                         self._read_answers()
                     self._send(("run", self._sequence, trace))
                     return
@@ -249,6 +255,7 @@ class BackgroundWriter:
         """Handle the child's answers: those already there, or, with ``until``, every answer up to the flush marker
         ``until`` (-1: up to "closed"), waiting until ``deadline`` (a ``time.monotonic()`` value); False when the
         deadline came first. Raises :class:`_WriterGone` when the child's end is closed."""
+        self._answers_read = time.monotonic()
         while True:
             if until is not None and until >= 0 and self._confirmed >= until:
                 return True

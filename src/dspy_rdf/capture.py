@@ -31,7 +31,7 @@ the parent's call id inside a start handler) and its error, if it raised:
 
 Handlers are thread-safe (one lock; a top-level call started in another thread, as a top-level ``dspy.Parallel``
 makes, is a run of its own, but the calls a module makes in other threads, and the evaluated program's, belong to its
-run). Each call converts the live values it keeps to JSON data when it starts or ends, and the rest happens once, when
+run). Each call converts the live values it keeps to JSON data when it starts or ends, and the rest happens once, after
 the run ends (:mod:`dspy_rdf.runs`: reading the history entries, pairing, times), so a call adds little to the
 program's own work (``bench/bench_capture.py`` measures it). Every sink is handed the run as recorded: a
 ``MemorySink`` builds the trace when its ``traces`` are read, a ``FileSink`` or ``StoreSink`` in its writer process,
@@ -57,7 +57,7 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.identity import canonical_json, key_from_payload
-from dspy_rdf.live import json_data, loss, text_of, unicode_text
+from dspy_rdf.live import builtin_value, json_data, json_key, loss, text_of, unicode_text
 from dspy_rdf.runs import RecordedRun, ReturnedCall, build_trace, loss_note
 from dspy_rdf.sinks import FileSink, MemorySink, Sink, StoreSink
 
@@ -93,11 +93,11 @@ def summarize(value: Any, *, max_chars: int = DEFAULT_MAX_CHARS, losses: list[di
 
 def _summary(value: Any, max_chars: int, losses: list[dict[str, str]], path: str, depth: int) -> Any:
     if value is None or isinstance(value, (bool, int)):
-        return value
+        return builtin_value(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
+        return builtin_value(value) if math.isfinite(value) else repr(value)
     if isinstance(value, str):
-        text = unicode_text(value, path, losses)
+        text = unicode_text(builtin_value(value), path, losses)
         if len(text) <= max_chars:
             return text
         return text[:max_chars] + f"… [{len(text) - max_chars} more characters]"
@@ -119,7 +119,7 @@ def _summary_of_container(value: Any, max_chars: int, losses: list[dict[str, str
             if count == _MAX_ITEMS:
                 out["…"] = f"{len(value) - _MAX_ITEMS} more items"
                 break
-            key = k if type(k) is str and k.isascii() else text_of(k, path, losses)
+            key = k if type(k) is str and k.isascii() else json_key(k, path, losses)
             leaf = type(v)
             if (leaf is str and len(v) <= max_chars and v.isascii()) or v is None or leaf is int or leaf is bool:
                 out[key] = v
@@ -442,6 +442,10 @@ class TraceRecorder(BaseCallback):
             self.sink.flush()
         return self._errors
 
+    @errors.setter
+    def errors(self, errors: list[str]) -> None:
+        self._errors = errors
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
         then, and what building them noted in :attr:`errors`); False on timeout. Needed only before reading a sink's
@@ -450,10 +454,13 @@ class TraceRecorder(BaseCallback):
         return True if flush is None else flush(timeout)
 
     def close(self) -> None:
-        """Write what is pending and close the sink (see :meth:`flush`); runs that finish later are written as they end."""
+        """Write what is pending and close the sink (see :meth:`flush`; a ``MemorySink``'s runs are built, what building
+        noted reported); runs that finish later are written as they end."""
         close = getattr(self.sink, "close", None)
         if close is not None:
             close()
+        elif isinstance(self.sink, MemorySink):
+            self.sink.flush()
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"

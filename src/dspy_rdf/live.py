@@ -16,7 +16,7 @@ import dataclasses
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "is_lm15", "json_data", "loss", "text_of", "unicode_text"]
+__all__ = ["MAX_DEPTH", "builtin_value", "is_lm15", "json_data", "json_key", "loss", "text_of", "unicode_text"]
 
 MAX_DEPTH = 200
 """Deeper values are kept as their text (a live object graph can be cyclic)."""
@@ -37,6 +37,26 @@ def json_data(value: Any, *, path: str = "", losses: list[dict[str, str]] | None
     """``value`` as JSON data (dicts with string keys, lists, strings, numbers, booleans, null); see the module
     docstring. What had to be kept as text is appended to ``losses`` (when given) as :func:`loss` records."""
     return _convert(value, path, losses if losses is not None else [], 0)
+
+
+def builtin_value(value: Any) -> Any:
+    """A string, integer or float of a subclass (a ``str`` or ``int`` enum member, a library's own string type) as the
+    plain value it holds; anything else as it is. Recorded runs hold plain values only: they go to a process that
+    cannot import the program's classes, and their JSON is the value, not the member's name."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or not isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    return int.__int__(value) if isinstance(value, int) else float.__float__(value)
+
+
+def json_key(key: Any, path: str, losses: list[dict[str, str]]) -> str:
+    """A dict key as JSON text: a string as the text it holds (a string enum member as its value), anything else as
+    its ``str`` (see :func:`text_of`)."""
+    if isinstance(key, str):
+        return unicode_text(builtin_value(key), path, losses)
+    return text_of(key, path, losses)
 
 
 def unicode_text(text: str, path: str, losses: list[dict[str, str]]) -> str:
@@ -79,12 +99,12 @@ def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) ->
     if value is None or kind is int or kind is bool:
         return value
     if isinstance(value, str):
-        return unicode_text(value, path, losses)
+        return unicode_text(builtin_value(value), path, losses)
     if isinstance(value, (bool, int)):
-        return value
+        return builtin_value(value)
     if isinstance(value, float):
         if math.isfinite(value):
-            return value
+            return builtin_value(value)
         return _text(value, path, losses, f"{value!r} is not a JSON number; kept as text")
     if depth >= MAX_DEPTH:
         return _text(value, path, losses, f"nested more than {MAX_DEPTH} levels deep; kept as text")
@@ -94,7 +114,7 @@ def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) ->
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            key = k if type(k) is str and k.isascii() else text_of(k, path, losses)
+            key = k if type(k) is str and k.isascii() else json_key(k, path, losses)
             leaf = type(v)
             if (leaf is str and v.isascii()) or v is None or leaf is int or leaf is bool:
                 out[key] = v

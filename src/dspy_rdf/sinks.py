@@ -42,51 +42,56 @@ class MemorySink:
     """Keeps finished runs in :attr:`traces` (for notebooks and tests).
 
     A run is handed over as the recorder noted it (plain data, see :class:`~dspy_rdf.runs.RecordedRun`) and built into
-    its trace when :attr:`traces` is next read (or the recorder is flushed), so that the program's call pays only for
-    recording it; what building notes of a run (values not kept exactly) goes to ``on_losses``, which the recorder
-    sets. A trace handed over built is kept as it is."""
+    its trace when :attr:`traces` is next read (or the recorder's :attr:`~dspy_rdf.capture.TraceRecorder.errors`, or
+    :meth:`flush`), so that the program's call pays only for recording it; what building notes of a run (values not
+    kept exactly) goes to ``on_losses``, which the recorder sets. A trace handed over built is kept as it is."""
 
     builds_runs = True
     """Runs handed over as recorded are built here, later (see the class docstring)."""
 
-    def __init__(self) -> None:
-        self._items: list[m.Trace | RecordedRun] = []
-        self._unbuilt = 0  # runs at the end of _items not built yet (runs are only ever appended)
-        self._lock = threading.Lock()
+    def __init__(self, traces: list[m.Trace] | None = None) -> None:
+        self._traces: list[m.Trace] = traces if traces is not None else []
+        self._waiting: list[m.Trace | RecordedRun] = []  # handed over since the last flush, in the order they finished
+        self._lock = threading.Lock()  # held only to hand a run over or take the waiting ones: a write never waits for a build
+        self._flushing = threading.RLock()  # one flush at a time, its notes said before another flush returns
         self.on_losses: Callable[[str], None] | None = None
 
     def __repr__(self) -> str:
-        return f"MemorySink({len(self._items)} runs)"
+        return f"MemorySink({len(self._traces) + len(self._waiting)} runs)"
 
     @property
     def traces(self) -> list[m.Trace]:
-        """The finished runs' traces, in the order they finished (the list itself: clearing it drops them)."""
+        """The finished runs' traces, in the order they finished: the list itself, which holds built traces only (runs
+        that finish later join it when this is next read); clearing it drops them."""
         self.flush()
-        return self._items  # type: ignore[return-value]  # every item is built by flush
+        return self._traces
+
+    @traces.setter
+    def traces(self, traces: list[m.Trace]) -> None:
+        self.flush()
+        self._traces = traces
 
     def write(self, run: m.Trace | RecordedRun) -> None:
         """Keep one finished run (built when :attr:`traces` is next read)."""
         with self._lock:
-            self._items.append(run)
-            if not isinstance(run, m.Trace):
-                self._unbuilt += 1
+            self._waiting.append(run)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Build every run kept as recorded (saying what building noted to ``on_losses``); always True."""
-        notes = []
-        with self._lock:
-            items, count = self._items, self._unbuilt
-            for index in range(max(0, len(items) - count), len(items)):
-                if not isinstance(items[index], m.Trace):
-                    items[index] = trace = build_trace(items[index])
-                    if (note := loss_note(trace)) is not None:
-                        notes.append(note)
-            self._unbuilt = 0
-        for note in notes:
-            if self.on_losses is not None:
-                self.on_losses(note)
-            else:
-                logger.warning("dspy-rdf: %s", note)
+        """Build every run handed over since the last flush and add it to :attr:`traces`, saying what building noted
+        to ``on_losses`` (before another flush, or a read of :attr:`traces`, returns); always True."""
+        with self._flushing:
+            with self._lock:
+                waiting, self._waiting = self._waiting, []
+            if not waiting:
+                return True
+            built = [run if isinstance(run, m.Trace) else build_trace(run) for run in waiting]
+            self._traces.extend(built)
+            for run, trace in zip(waiting, built):
+                if run is not trace and (note := loss_note(trace)) is not None:
+                    if self.on_losses is not None:
+                        self.on_losses(note)
+                    else:
+                        logger.warning("dspy-rdf: %s", note)
         return True
 
 
