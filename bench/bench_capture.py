@@ -23,7 +23,8 @@ where DSPy calls it (``time.perf_counter_ns`` around the call), and the median o
 reported, which the machine's noise disturbs far less than a difference of two whole runs. It is the program's work for the run, the sink's hand-over included (and, for a
 ``MemorySink``, building the traces when they are read after each batch); it leaves out what recording costs the
 program indirectly (more garbage to collect, caches the handlers take from DSPy's code), which the paired figures
-hold.
+hold. The same is done with the real ``dspy.LM`` answering after ``--lm-seconds`` (``--slow-runs`` runs, a third of
+``--handler-rounds``).
 
 Two LMs drive it: ``dspy.utils.DummyLM`` (no latency: the recorder's cost stands out), reported as microseconds per
 recorded call above the no-op callback (target: at most 50 for every sink), in wall time and in the program's CPU
@@ -221,6 +222,7 @@ def main() -> None:
     args = parser.parse_args()
 
     program = dspy.ReAct("question -> answer", tools=[add, divide])
+    base, noop = "baseline (no callback)", "no-op BaseCallback"
     with tempfile.TemporaryDirectory() as tmp:
         recorders = {
             "MemorySink": TraceRecorder(MemorySink()),
@@ -230,7 +232,7 @@ def main() -> None:
             "FileSink .nq, background=False": TraceRecorder(FileSink(Path(tmp) / "sync.nq", background=False)),
             "StoreSink, background=False": TraceRecorder(StoreSink(Path(tmp) / "sync-store", background=False)),
         }
-        configs = {"baseline (no callback)": [], "no-op BaseCallback": [NoopCallback()]}
+        configs = {base: [], noop: [NoopCallback()]}
         configs.update({f"TraceRecorder + {name}": [recorder] for name, recorder in recorders.items()})
         # DSPy logs and swallows callback errors, so check that every run was really recorded.
         time_runs(program, 1, [recorders["MemorySink"]], lambda: DummyLM(list(ANSWERS)))
@@ -243,7 +245,9 @@ def main() -> None:
             for name in recorders
         }
         in_handlers_slow = {
-            name: handler_time(program, recorders[name], args.runs, max(1, args.handler_rounds // 3), lambda: SlowMockLM(0.0))
+            name: handler_time(
+                program, recorders[name], args.slow_runs, max(1, args.handler_rounds // 3), lambda: SlowMockLM(args.lm_seconds)
+            )
             for name in recorders if "background=False" not in name
         }
         errors = [e for r in recorders.values() for e in r.errors]
@@ -254,12 +258,11 @@ def main() -> None:
     print(f"dspy {dspy.__version__}; DummyLM: {args.rounds} rounds x {args.runs} runs; dspy.LM with {args.lm_seconds * 1000:.0f} ms "
           f"per call: {args.slow_rounds} rounds x {args.slow_runs} runs; per program run ({CALLS_PER_RUN} recorded calls), medians "
           "over rounds; differences are medians of the per-round differences (paired)\n")
-    base, noop = "baseline (no callback)", "no-op BaseCallback"
     lm_ms = f"{args.lm_seconds * 1000:.0f} ms"
     print("DummyLM: wall time, and CPU time of the program and of the sink's writer process\n")
     print("| configuration | ms/run | µs per recorded call above the no-op callback | the same, not waiting for the writer "
           "| program CPU µs per recorded call above the no-op callback | µs per recorded call in the recorder's handlers "
-          "| the same with the real dspy.LM | writer process CPU ms/run |")
+          f"| the same with the real dspy.LM ({lm_ms} per call) | writer process CPU ms/run |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in fast:
         recorder = name.startswith("TraceRecorder")

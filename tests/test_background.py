@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import enum
+import gc
+import math
 import os
 import pickle
 import signal
@@ -12,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 
 import dspy
 import pytest
@@ -169,7 +172,10 @@ def test_runs_handed_over_faster_than_a_store_commits_are_all_stored_and_a_bad_o
         sink.write(trace)
     assert sink.flush(timeout=60)
     sink.close()
-    assert recorder.unwritten == [bad]
+    # The run given back is the one handed over, as the writer had it (a copy: NaN is not equal to itself, so compared
+    # by its IRI, which its content makes).
+    assert [trace_iri(t) for t in recorder.unwritten] == [trace_iri(bad)]
+    assert math.isnan(recorder.unwritten[0].calls[0].score)
     assert len(recorder.errors) == 1 and "score nan" in recorder.errors[0]
     with EmbeddedStore(tmp_path / "store", read_only=True) as store:
         assert set(store.trace_iris()) == {trace_iri(t) for t in runs}
@@ -423,6 +429,25 @@ def test_runs_handed_over_as_recorded_are_built_by_the_writer_process_into_the_s
     recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
     assert recorder.sink.builds_runs  # the program only records: the writer process builds each trace
     expected = _record(recorder, ["a", "b", "c"])
+    recorder.close()
+    assert [_untimed(t) for t in stored_runs(tmp_path / "runs.jsonl")] == expected and recorder.errors == []
+
+
+def test_a_run_waiting_for_the_writer_process_is_not_kept_as_objects_in_the_program(tmp_path):
+    # Kept until the writer confirms it, a run's objects would reach the garbage collector's old generation, whose
+    # full passes then cost the program: the sink keeps the bytes it handed over instead.
+    recorder = TraceRecorder(FileSink(tmp_path / "runs.jsonl"))
+    handed_over = []
+    hand_over = recorder.sink.write
+
+    def write(run):
+        handed_over.append(weakref.ref(run))
+        hand_over(run)
+
+    recorder.sink.write = write
+    expected = _record(recorder, ["a"])
+    gc.collect()
+    assert len(handed_over) == 1 and handed_over[0]() is None  # not confirmed yet: answers are read at the flush
     recorder.close()
     assert [_untimed(t) for t in stored_runs(tmp_path / "runs.jsonl")] == expected and recorder.errors == []
 

@@ -115,6 +115,11 @@ class _WriterGone(Exception):
     """The child's end of the answers pipe closed: it ended (or was killed)."""
 
 
+def _run_of(message: bytes) -> Any:
+    """The run a pickled ``("run", number, run)`` message hands over."""
+    return pickle.loads(message)[2]  # noqa: S301 - pickled by this process, a moment ago
+
+
 class BackgroundWriter:
     """A child process that writes runs with the sink ``spec`` describes (see :func:`make_sink`).
 
@@ -140,7 +145,11 @@ class BackgroundWriter:
         # Held for every exchange with the child (the order of runs, reading answers, the switch to writing here).
         # Reentrant: ``on_failure`` runs under it and may hand a run over or flush.
         self._lock = threading.RLock()
-        self._pending: dict[int, Any] = {}  # sequence number -> run not yet confirmed
+        # Sequence number -> a run not yet confirmed, kept as the message that handed it over (its pickle). Not as
+        # the run: a run waits here until the child confirms it, long enough for the garbage collector to move its
+        # objects to the old generation, and those the collector's full passes walk (a store's slower writes then
+        # cost the program a full collection every few dozen runs). Unpickled again only if the child fails it.
+        self._pending: dict[int, bytes] = {}
         self._sequence = 0
         self._confirmed = 0  # the highest flush marker answered
         self._local: Any = None  # the sink in this process, once the child is gone
@@ -187,11 +196,12 @@ class BackgroundWriter:
         with self._lock:
             if self.in_this_process:
                 self._sequence += 1
-                self._pending[self._sequence] = trace
+                message = pickle.dumps(("run", self._sequence, trace), protocol=pickle.HIGHEST_PROTOCOL)
+                self._pending[self._sequence] = message
                 try:
                     if len(self._pending) > UNANSWERED_RUNS or time.monotonic() - self._answers_read > ANSWER_SECONDS:
                         self._read_answers()
-                    self._send(("run", self._sequence, trace))
+                    self._send_pickled(message)
                     return
                 except (OSError, ValueError, _WriterGone):  # the child is gone (BrokenPipeError), or the pipe closed
                     self._take_over()
@@ -241,7 +251,10 @@ class BackgroundWriter:
     def _send(self, message: object) -> None:
         """Write one message whole. While the pipe is full, the child's answers are read: the child may itself be
         waiting for room in its answers pipe, and then neither side would move."""
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        self._send_pickled(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _send_pickled(self, data: bytes) -> None:
+        """:meth:`_send` for a message already pickled."""
         rest = memoryview(_HEADER.pack(len(data)) + data)
         while rest:
             try:
@@ -275,9 +288,9 @@ class BackgroundWriter:
                 for note in answer[2]:
                     self.on_note(note)
             elif kind == "failed":
-                trace = self._pending.pop(answer[1], None)
-                if trace is not None:
-                    self.on_failure(trace, answer[2])
+                message = self._pending.pop(answer[1], None)
+                if message is not None:
+                    self.on_failure(_run_of(message), answer[2])
             elif kind == "flushed":
                 self._confirmed = max(self._confirmed, answer[1])
             elif kind == "closed":
@@ -300,7 +313,7 @@ class BackgroundWriter:
             self._write_here(trace)
 
     def _take_pending(self) -> list[Any]:
-        pending, self._pending = [self._pending[n] for n in sorted(self._pending)], {}
+        pending, self._pending = [_run_of(self._pending[n]) for n in sorted(self._pending)], {}
         return pending
 
     def _write_here(self, trace: Any) -> None:
