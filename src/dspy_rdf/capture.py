@@ -459,8 +459,6 @@ class TraceRecorder(BaseCallback):
         close = getattr(self.sink, "close", None)
         if close is not None:
             close()
-        elif isinstance(self.sink, MemorySink):
-            self.sink.flush()
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"

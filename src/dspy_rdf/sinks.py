@@ -38,6 +38,14 @@ class Sink(Protocol):
         """Store one finished run."""
 
 
+def _tell(on_losses: Callable[[str], None] | None, note: str) -> None:
+    """Say what building a run noted: to the recorder's ``on_losses`` when it set one, else to the log."""
+    if on_losses is not None:
+        on_losses(note)
+    else:
+        logger.warning("dspy-rdf: %s", note)
+
+
 class MemorySink:
     """Keeps finished runs in :attr:`traces` (for notebooks and tests).
 
@@ -88,11 +96,12 @@ class MemorySink:
             self._traces.extend(built)
             for run, trace in zip(waiting, built):
                 if run is not trace and (note := loss_note(trace)) is not None:
-                    if self.on_losses is not None:
-                        self.on_losses(note)
-                    else:
-                        logger.warning("dspy-rdf: %s", note)
+                    _tell(self.on_losses, note)
         return True
+
+    def close(self) -> None:
+        """Build every run handed over (see :meth:`flush`); the sink keeps taking runs."""
+        self.flush()
 
 
 class _Background:
@@ -130,10 +139,7 @@ class _Background:
         return self.writes_later
 
     def _noted(self, note: str) -> None:
-        if self.on_losses is not None:
-            self.on_losses(note)
-        else:
-            logger.warning("dspy-rdf: %s", note)
+        _tell(self.on_losses, note)
 
     def _trace_of(self, run: m.Trace | RecordedRun) -> m.Trace:
         """A run as its trace, built here when it comes as recorded (see the class docstring)."""
