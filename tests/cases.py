@@ -162,6 +162,8 @@ def model_breaks() -> list[tuple[str, m.Trace, str]]:
     variant("error-without-content", "ErrorResultHasContent", error_without_content)
     variant("duplicate-call-ids", "UniqueToolCallIds", duplicate_ids)
     late = dataclasses.replace(captured_run(), started_at="2026-01-02T00:00:00+00:00", ended_at="2026-01-01T00:00:00+00:00")
+    # another execution (a run is named by its top-level call's DSPy call id): not the good run of good_traces() edited
+    late.calls = [dataclasses.replace(late.calls[0], dspy_call_id=f"{late.calls[0].dspy_call_id}-late"), *late.calls[1:]]
     out.append(("run-ends-before-start", late, "StartBeforeEnd"))
     return out
 

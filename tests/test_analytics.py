@@ -60,8 +60,8 @@ EXPECTED_COLUMNS = {
     "part_kinds": ["part_type", "parts", "traces"],
     "refusal_traces": ["trace", "source_kind", "refusals", "example"],
     "slowest_tool_executions": ["trace", "tool", "seconds", "failed", "error", "started_at", "execution"],
-    "tokens_cost_per_model_day": ["model", "day", "lm_calls", "input_tokens", "output_tokens", "total_tokens", "cost", "priced_calls"],
-    "tokens_per_model": ["model", "lm_calls", "input_tokens", "output_tokens", "cost", "priced_calls"],
+    "tokens_cost_per_model_day": ["model", "day", "lm_calls", "usage_calls", "input_tokens", "output_tokens", "total_tokens", "cost", "priced_calls"],
+    "tokens_per_model": ["model", "lm_calls", "usage_calls", "input_tokens", "output_tokens", "cost", "priced_calls"],
     "tool_argument_frequency": ["tool", "args", "calls", "parts", "executions", "traces"],
     "tool_calls_per_tool": ["tool", "calls", "parts", "executions"],
     "tool_error_rate": ["tool", "results", "errors", "error_rate"],
@@ -476,6 +476,16 @@ class ToolCallTruth:
         return any(r.is_error for r in self.results) or any(execution_failed(ex) for ex in self.executions)
 
 
+FRAMEWORK_MODULES = {"ReAct": "finish", "CodeAct": "finish", "ReActV2": "submit"}
+"""The tool each of DSPy's agent modules adds itself."""
+
+
+def framework_names(traces: list[m.Trace]) -> set[str]:
+    """The names of the tools DSPy's own modules added in these traces (found from their module calls, not by the
+    writer's code), which the tool queries leave out, by name, unless asked for."""
+    return {FRAMEWORK_MODULES[c.module_class] for t in traces for c in of(t, m.ModuleCall) if c.module_class in FRAMEWORK_MODULES}
+
+
 def execution_failed(execution: m.ToolExecution) -> bool:
     return bool((execution.tool_result and execution.tool_result.is_error) or execution.error)
 
@@ -516,7 +526,7 @@ def test_every_query_has_a_question_documented_parameters_and_named_graph_patter
         lines = [line.strip() for line in q.text.splitlines() if "dspy:call_id" in line and q.name != "duplicate_tool_call_ids"]
         assert all(line.startswith("OPTIONAL {") or "UNION { ?" in line for line in lines), q.name
         for p in q.parameters:
-            assert p.type in ("string", "date", "int") and p.description
+            assert p.type in ("string", "date", "int", "class") and p.description
             if p.name == "limit":
                 assert int(p.default) >= 0
 
@@ -539,10 +549,16 @@ def test_tool_calls_per_tool(store, traces):
             executions[ex.tool_call.name] += 1
             unasked[ex.tool_call.name] += ex.answers is None
     tools = parts.keys() | executions.keys()
-    expected = {tool: (len(distinct[tool]) + unasked[tool], parts[tool], executions[tool]) for tool in tools}
+    every = {tool: (len(distinct[tool]) + unasked[tool], parts[tool], executions[tool]) for tool in tools}
+    own = framework_names(traces)
+    expected = {tool: counts for tool, counts in every.items() if tool not in own}
     rows = run_query(store, "tool_calls_per_tool").rows
     assert {tool: tuple(rest) for tool, *rest in rows} == expected
     assert expected["add"][2] == expected["divide"][2] == 2  # executed once by ReAct, once by CallTools
+    # DSPy's own tools are kept, and shown when asked for
+    assert own == {"finish", "submit"} if hasattr(dspy, "ReActV2") else own == {"finish"}
+    rows = run_query(store, "tool_calls_per_tool", {"framework_tools": 1}).rows
+    assert {tool: tuple(rest) for tool, *rest in rows} == every
 
 
 def test_tool_error_rate(store, traces):
@@ -553,7 +569,8 @@ def test_tool_error_rate(store, traces):
                 results[call.tool] += 1
                 errors[call.tool] += call.failed
     rows = run_query(store, "tool_error_rate").rows
-    assert {tool: (n, e) for tool, n, e, _ in rows} == {tool: (results[tool], errors[tool]) for tool in results}
+    own = framework_names(traces)
+    assert {tool: (n, e) for tool, n, e, _ in rows} == {tool: (results[tool], errors[tool]) for tool in results if tool not in own}
     for tool, n, e, rate in rows:
         assert rate == pytest.approx(e / n)
     assert [r[1:3] for r in run_query(store, "tool_error_rate", {"tool": "divide"}).rows] == [(results["divide"], errors["divide"])]
@@ -570,7 +587,7 @@ def test_tool_latency_per_tool(store, traces):
             if ex.ended_at is not None:
                 latencies[tool].append(seconds(ex.started_at, ex.ended_at))
     rows = run_query(store, "tool_latency_per_tool").records()
-    assert {r["tool"] for r in rows} == set(executions)
+    assert {r["tool"] for r in rows} == set(executions) - framework_names(traces)
     for r in rows:
         tool = r["tool"]
         assert (r["executions"], r["failed"], r["timed"]) == (executions[tool], failed[tool], len(latencies[tool])), tool
@@ -618,7 +635,7 @@ def test_tools_offered_never_called(store, traces):
                 offered[tool][0] += 1
                 offered[tool][1].add(iri)
         called |= {p.name for p in of(trace, m.LMToolCallPart)} | {ex.tool_call.name for ex in of(trace, m.ToolExecution)}
-    expected = {tool: (n, len(iris)) for tool, (n, iris) in offered.items() if tool not in called}
+    expected = {tool: (n, len(iris)) for tool, (n, iris) in offered.items() if tool not in called and tool not in framework_names(traces)}
     rows = run_query(store, "tools_offered_never_called").rows
     assert {tool: (requests, n) for tool, requests, n in rows} == expected
     assert {f"offered {day}" for day in range(1, len(HOSTILE) + 1)} <= expected.keys()
@@ -632,7 +649,7 @@ def test_unanswered_tool_calls_and_orphan_results(store, traces):
     for trace in traces:
         answered = answered_parts(trace)
         for call in tool_calls(trace).values():
-            if call.parts and not any(id(part) in answered for part in call.parts):
+            if call.parts and not any(id(part) in answered for part in call.parts) and call.tool not in framework_names(traces):
                 unanswered[(call.tool, len(call.parts))] += 1
         call_ids = {p.call_id for p in of(trace, m.LMToolCallPart)}
         lost = [r for r in of(trace, m.LMToolResultPart) if r.call_id is None or r.call_id not in call_ids]
@@ -703,23 +720,29 @@ def test_the_hand_written_loop_sends_its_failure_back_as_an_ordinary_result_and_
 
 
 def test_tokens_cost_per_model_day(store, traces):
-    expected = defaultdict(lambda: [0, 0, 0, 0, 0.0, 0])
+    expected = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0, 0])  # calls, calls with usage, input, output, total, cost, priced
     for trace in traces:
         for entry in of(trace, m.LMHistoryEntry):
             row = expected[(entry.request.model, entry.timestamp[:10])]
             usage = entry.response.usage
             row[0] += 1
-            row[1] += (usage and usage.input_tokens) or 0
-            row[2] += (usage and usage.output_tokens) or 0
-            row[3] += (usage and usage.total_tokens) or 0
-            row[4] += entry.response.cost or 0.0
-            row[5] += entry.response.cost is not None
+            row[1] += usage is not None and any(n is not None for n in (usage.input_tokens, usage.output_tokens, usage.total_tokens))
+            row[2] += (usage and usage.input_tokens) or 0
+            row[3] += (usage and usage.output_tokens) or 0
+            row[4] += (usage and usage.total_tokens) or 0
+            row[5] += entry.response.cost or 0.0
+            row[6] += entry.response.cost is not None
+        for call in of(trace, m.LMCall):  # a call that failed has no entry: an LM call, its usage and cost unknown
+            if call.entry is None and call.model is not None:
+                expected[(call.model, call.started_at[:10])][0] += 1
     got = {(model, day): rest for model, day, *rest in run_query(store, "tokens_cost_per_model_day").rows}
     assert got.keys() == expected.keys()
-    for key, row in expected.items():
-        assert got[key][:3] + got[key][5:] == row[:3] + row[5:] and got[key][4] == pytest.approx(row[4]), key
+    for key, (calls, counted, inputs, outputs, totals, cost, priced) in expected.items():
+        tokens = (inputs, outputs, totals) if counted else (None, None, None)  # unknown, not 0, when no call reports them
+        assert got[key][:5] + [got[key][6]] == [calls, counted, *tokens, priced], key
+        assert got[key][5] == (pytest.approx(cost) if priced else None), key
     # total_tokens is only what responses reported
-    assert got[(HOSTILE[0], "2031-01-01")] == [1, 7, 1, 0, 0.5, 1]
+    assert got[(HOSTILE[0], "2031-01-01")] == [1, 1, 7, 1, 0, 0.5, 1]
     window = run_query(store, "tokens_cost_per_model_day", {"since": "2031-01-02", "until": "2031-01-03"}).rows
     assert sorted(r[:2] for r in window) == sorted([(HOSTILE[1], "2031-01-02"), (HOSTILE[2], "2031-01-03")])
 
@@ -742,12 +765,14 @@ def test_lm_calls_per_module(store, traces):
     # 4 ReAct turns + CallTools + 2 bootstrapped demos + 4 + 2 + 2 evaluated examples, then the scenarios: parallel calls
     # (1), ReAct (5 turns) and ReActV2 (2); the hand-written tool loop calls the LM itself
     scenario_calls = 1 + 5 + (2 if hasattr(dspy, "ReActV2") else 0)
-    assert {r["module_class"]: r["lm_calls"] for r in rows}["dspy.predict.predict.Predict"] == 15 + scenario_calls
+    assert {r["module_class"]: r["lm_calls"] for r in rows}["Predict"] == 15 + scenario_calls
 
 
 def test_slowest_tool_executions(store, traces):
+    own = framework_names(traces)
     spans = sorted(
-        ((seconds(ex.started_at, ex.ended_at), ex.tool_call.name) for t in traces for ex in of(t, m.ToolExecution) if ex.ended_at), reverse=True
+        ((seconds(ex.started_at, ex.ended_at), ex.tool_call.name) for t in traces for ex in of(t, m.ToolExecution) if ex.ended_at and ex.tool_call.name not in own),
+        reverse=True,
     )
     rows = run_query(store, "slowest_tool_executions", {"limit": "4"}).records()
     assert [r["seconds"] for r in rows] == pytest.approx([s for s, _ in spans[:4]])
@@ -789,7 +814,8 @@ def test_tool_argument_frequency(store, traces):
                     calls[args].add((n, key))
                 executions[args] += 1
                 holders[args].add(n)
-    expected = {args: (len(calls[args]), parts[args], executions[args], len(holders[args])) for args in holders}
+    own = framework_names(traces)
+    expected = {args: (len(calls[args]), parts[args], executions[args], len(holders[args])) for args in holders if args[0] not in own}
     rows = run_query(store, "tool_argument_frequency", BIG).rows
     assert {(tool, args): tuple(rest) for tool, args, *rest in rows} == expected
     add_rows = run_query(store, "tool_argument_frequency", {"tool": "add"}).rows
@@ -936,7 +962,7 @@ def test_typed_parameters_are_validated():
 
 
 def test_bad_parameters_name_the_parameter_and_the_type(store):
-    with pytest.raises(ValueError, match=r"no parameter 'colour'.*tool, limit"):
+    with pytest.raises(ValueError, match=r"no parameter 'colour'.*tool, framework_tools, limit"):
         run_query(store, "slowest_tool_executions", {"colour": "red"})
     for bad in ("-1", "ten", "5; DROP", "1e3", True):
         with pytest.raises(ValueError, match=r"parameter 'limit' of query 'longest_conversations'.*non-negative integer"):
@@ -954,9 +980,10 @@ def test_binding_replaces_only_the_data_block_and_the_limit():
     bound = bind_parameters(query, {"tool": '" } ; DROP ALL #', "limit": "3"})
     assert 'VALUES (?tool) { ("\\" } ; DROP ALL #") }' in bound
     assert bound.rstrip().endswith("LIMIT 3")
-    assert bound.replace('VALUES (?tool) { ("\\" } ; DROP ALL #") }', "VALUES (?tool) { (UNDEF) }").replace("LIMIT 3", "LIMIT 10") == query.text
+    block = "VALUES (?tool ?framework_tools) { (UNDEF UNDEF) }"
+    assert bound.replace('VALUES (?tool) { ("\\" } ; DROP ALL #") }', block).replace("LIMIT 3", "LIMIT 10") == query.text
     # with no parameter set the block is left out (UNDEF constrains nothing; Virtuoso 7 joins an UNDEF row wrongly)
-    assert bind_parameters(query) == query.text.replace("VALUES (?tool) { (UNDEF) }", "# no parameter set")
+    assert bind_parameters(query) == query.text.replace(block, "# no parameter set")
     several = get_query("tokens_cost_per_model_day")
     assert 'VALUES (?since) { ("2031-01-02"^^<http://www.w3.org/2001/XMLSchema#date>) }' in bind_parameters(several, {"since": "2031-01-02"})
 

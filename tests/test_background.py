@@ -348,9 +348,10 @@ def test_flush_keeps_to_its_timeout_while_the_writer_process_is_busy(tmp_path, r
 
 
 def _restarted(trace: m.Trace, n: int) -> m.Trace:
-    """The run as if it had started at another time: another trace."""
+    """The run as if it had been run again at another time: another execution (another DSPy call id), another trace."""
     other = copy.deepcopy(trace)
     other.started_at = f"2026-01-01T00:{n:02d}:00+00:00"
+    other.calls[0].dspy_call_id = f"{other.calls[0].dspy_call_id}-{n}"
     return other
 
 

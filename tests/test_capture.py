@@ -59,7 +59,7 @@ def test_a_react_run_with_a_failing_tool_is_one_conforming_trace():
     [trace] = record(dspy.ReAct("question -> answer", tools=[add, divide]), react_lm(), question="2 + 3, then / 0?")
     assert (trace.source_kind, trace.source_format, trace.dspy_version) == ("program_run", "dspy_callback", dspy.__version__)
     root = trace.calls[0]
-    assert isinstance(root, m.ModuleCall) and root.module_class == "dspy.predict.react.ReAct" and root.parent_call is None
+    assert isinstance(root, m.ModuleCall) and (root.module_class, root.module_class_path) == ("ReAct", "dspy.predict.react.ReAct") and root.parent_call is None
     assert root.input_summary == {"args": [], "kwargs": {"question": "2 + 3, then / 0?"}}
     assert root.output_summary["answer"] == "5"
     lm_calls = calls_of(trace, m.LMCall)

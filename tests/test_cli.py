@@ -232,5 +232,5 @@ def test_the_demo_tables_show_trace_iris_whole_so_they_can_be_pasted(tmp_path):
         [sys.executable, "-m", "dspy_rdf.cli", "demo", "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stderr
-    shown = re.findall(r"urn:dspy-rdf:trace:sha256-[0-9a-f]*.?", result.stdout)
-    assert shown and all(re.fullmatch(r"urn:dspy-rdf:trace:sha256-[0-9a-f]{32}[\s/]", iri) for iri in shown), shown
+    shown = re.findall(r"urn:dspy-rdf:trace:(?:run|content)-[0-9a-f]*.?", result.stdout)
+    assert shown and all(re.fullmatch(r"urn:dspy-rdf:trace:(?:run|content)-[0-9a-f]{32}[\s/]", iri) for iri in shown), shown

@@ -26,6 +26,7 @@ FILES = [
     "tests/test_derived.py",
     "tests/test_roundtrip.py",
     "tests/test_redact.py",
+    "tests/test_paths.py",
 ]
 
 

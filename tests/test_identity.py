@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyoxigraph as ox
 import pytest
 
 from conftest import load
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, verify_trace_iri
-from dspy_rdf.identity import DEFAULT_BASE, KEY_PREFIX
+from dspy_rdf.identity import CONTENT_KEY_PREFIX, DEFAULT_BASE
 from dspy_rdf.writer import trace_lines
 
 HOSTILE = ["a b", 'quote"d', "<angle>", "hash#frag", "per%20cent", "new\nline", "nul\x00byte", "e\u0301", "é", "🙂", "back\\slash", "}{", ""]
@@ -18,7 +20,7 @@ def test_exporting_the_same_trace_twice_gives_the_identical_graph():
     first = serialize_traces([trace_from_json(data)], RdfFormat.N_QUADS)
     second = serialize_traces([trace_from_json(load("history_entry_all_parts.json"))], RdfFormat.N_QUADS)
     assert first == second
-    assert trace_iri(trace_from_json(data)).startswith(DEFAULT_BASE + KEY_PREFIX)
+    assert trace_iri(trace_from_json(data)).startswith(DEFAULT_BASE + CONTENT_KEY_PREFIX)
 
 
 def test_a_changed_trace_gets_another_iri_and_verify_notices():
@@ -46,9 +48,69 @@ def test_hostile_tool_names_and_call_ids_stay_out_of_iris(text):
 
 def test_the_base_iri_is_configurable_and_checked():
     trace = trace_from_json(load("part_text.json"))
-    assert trace_iri(trace, base="https://example.org/traces/").startswith("https://example.org/traces/sha256-")
+    assert trace_iri(trace, base="https://example.org/traces/").startswith("https://example.org/traces/content-")
     nq = serialize_traces([trace], RdfFormat.N_QUADS, base="https://example.org/traces/")
     [(iri, _)] = parse_traces(nq, RdfFormat.N_QUADS)
     assert iri.startswith("https://example.org/traces/")
     with pytest.raises(ValueError, match="not an absolute IRI"):
         serialize_traces([trace], RdfFormat.N_QUADS, base="no scheme here")
+
+
+# --- the keys of stored data: a change here re-keys every store, so each is pinned -----------------------------------
+
+PINNED_KEYS = {
+    # source format: (input, the trace's key)
+    "dspy33": ("history_entry_all_parts.json", "content-8ac8fcd6ccd7014548b86ad6462646ae"),
+    "lm15": ("dspy341_lm15_request.json", "content-4e4ffe3da27ef73fd64e89931f5afa7a"),
+    "history_dict": ("history_dicts_dspy3.3.1.json", "content-5868e74094a9a0ab352aa4950dfb8db4"),
+    "openai_chat": ("openai_exchange_tool_loop.json", "content-06e2cc36029939dd93017fa209835bc5"),
+    "react_trajectory": ("dspy341_react_trajectory.json", "content-87a81df87b93b86ce7660a99b85939ad"),
+    "dspy_history": (None, "content-685764e6885c927a5c5414007979be36"),
+    "dspy_callback": ("crosspath/capture.jsonl", "run-76487100beba97a2b8bfb51f259479a7"),
+    "mlflow": ("mlflow/mlflow3_sqlite_traces.jsonl", "run-d5b520f68388ab0e946740c09c701433"),
+    "otlp": ("otlp/openinference_dspy331.json", "run-dd7384b2f5d92441957096c976dc5251"),
+}
+
+
+def _first_trace(source_format: str):
+    from pathlib import Path
+
+    from dspy_rdf.inputs import read_traces
+
+    name, _ = PINNED_KEYS[source_format]
+    if name is None:  # a conversation dspy.History: made here, as a program holds it
+        import dspy
+
+        from dspy_rdf import trace_from_dspy
+
+        return trace_from_dspy(dspy.History(messages=[{"question": "2 + 2?", "answer": "4"}, {"question": "and 3 + 3?", "answer": "6"}]))
+    return next(iter(read_traces(Path(__file__).parent / "data" / name))).trace
+
+
+def test_every_source_format_is_pinned():
+    from dspy_rdf.model import SOURCE_FORMATS
+
+    assert set(PINNED_KEYS) == set(SOURCE_FORMATS)
+
+
+@pytest.mark.parametrize("source_format", list(PINNED_KEYS))
+def test_the_key_of_one_trace_per_source_format_is_pinned(source_format):
+    """A refactoring (of a reader, of how a source writes its JSON back, of the model) must not re-key stored data
+    silently: this fails first. A change of the keys on purpose comes with `dspy-rdf migrate` support and new pins."""
+    from dspy_rdf.identity import trace_key
+
+    trace = _first_trace(source_format)
+    assert (trace.source_format, trace_key(trace)) == (source_format, PINNED_KEYS[source_format][1])
+
+
+def test_the_content_digest_depends_on_the_model_only():
+    """The digest of a trace built in code, with no reader involved: the canonical form of the model is pinned."""
+    from dspy_rdf import model as m
+    from dspy_rdf.identity import content_digest, content_payload, model_json
+
+    trace = m.Trace(source_kind="lm_part", parts=[m.LMTextPart(text="hello", metadata={"b": 1, "a": [1.5, None]})])
+    assert model_json(trace) == {"@": "Trace", "source_kind": "lm_part", "parts": [{"@": "LMTextPart", "text": "hello", "metadata": {"b": 1, "a": [1.5, None]}}]}
+    assert content_payload(trace) == '{"@":"Trace","parts":[{"@":"LMTextPart","metadata":{"a":[1.5,null],"b":1},"text":"hello"}],"source_kind":"lm_part"}'
+    assert content_digest(content_payload(trace)) == "sha256:" + __import__("hashlib").sha256(content_payload(trace).encode()).hexdigest()
+    read_back = dataclasses.replace(trace, source_index=7, content_digest="sha256:" + "0" * 64)  # where it was read, not what it holds
+    assert content_payload(read_back) == content_payload(trace)

@@ -459,10 +459,21 @@ def test_the_exported_graph_conforms_to_the_shapes(value):
 @_settings(10)
 @given(value=ANY_DSPY33_JSON)
 @example(value=NEGATIVE_TOKENS_BUG)
-def test_negative_token_counts_conform_too(value):
-    """The same property with token counts of any sign, as DSPy and the reader accept them."""
-    report = validate_traces([read(well_formed(value, nonnegative_tokens=False))])
-    assert report.conforms, str(report)
+def test_negative_token_counts_are_violations(value):
+    """The same traces with token counts of any sign, as DSPy and the reader accept them: a negative count breaks the
+    schema's minimum (and nothing else), a trace without one conforms."""
+    from dspy_rdf.identity import model_json
+
+    trace = read(well_formed(value, nonnegative_tokens=False))
+
+    def negative(node) -> bool:
+        if isinstance(node, dict):
+            return any(k in USAGE_TOKEN_FIELDS and isinstance(v, int) and v < 0 or negative(v) for k, v in node.items())
+        return isinstance(node, list) and any(map(negative, node))
+
+    report = validate_traces([trace])
+    assert report.conforms == (not negative(model_json(trace))), str(report)
+    assert all(x.constraint.endswith("MinInclusiveConstraintComponent") for x in report.violations), str(report)
 
 
 @_settings(200)

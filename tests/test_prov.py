@@ -224,11 +224,16 @@ def test_a_server_gives_the_same_view_as_the_embedded_store(remote_store, store,
 
 
 def _copies(trace: m.Trace, count: int) -> list[m.Trace]:
-    """Distinct traces (trace IRIs are content hashes) of the same shape: the run with another start time each."""
+    """Distinct traces of the same shape: the run as other executions (a run's IRI is its top-level call's DSPy call
+    id), each started at another time."""
     from dspy_rdf.tracejson import trace_to_json
 
+    root_id = trace.calls[0].dspy_call_id
     text = json.dumps(trace_to_json(trace))
-    return [trace_from_json(json.loads(text.replace(trace.started_at, f"2031-01-01T00:{n // 60:02d}:{n % 60:02d}Z"))) for n in range(count)]
+    return [
+        trace_from_json(json.loads(text.replace(trace.started_at, f"2031-01-01T00:{n // 60:02d}:{n % 60:02d}Z").replace(root_id, f"{root_id}-{n}")))
+        for n in range(count)
+    ]
 
 
 def test_the_view_of_a_trace_reads_its_own_graph_only_however_many_traces_the_store_holds(captured, tmp_path):

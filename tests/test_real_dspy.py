@@ -24,7 +24,7 @@ import dspy  # noqa: E402  (lms sets LiteLLM's offline price map first)
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_json
 from dspy_rdf import model as m
 from dspy_rdf.analytics import run_query
-from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder
+from dspy_rdf.capture import FileSink, MemorySink, Sink, StoreSink, TraceRecorder
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.runs import build_trace
@@ -97,13 +97,15 @@ def record_into_store(tmp_path: Path, run) -> tuple[EmbeddedStore, TraceRecorder
 
 
 def assert_counts(store: EmbeddedStore, totals: dict, ledger: Ledger, *, internal: Counter | None = None, traces: int | None = None) -> None:
-    """stats and every canned query that counts something equal what the program did."""
-    internal = internal or Counter()  # tools a module runs itself (ReAct's finish, ReActV2's submit)
-    executed = ledger.calls + internal
+    """stats and every canned query that counts something equal what the program did. The tools a module runs itself
+    (``internal``: ReAct's finish, ReActV2's submit) are not the program's: left out unless asked for."""
+    internal = internal or Counter()
+    own = ledger.calls
+    executed = own + internal
     stats = store.stats()
     assert stats["lm_calls"] == totals["lm_calls"]
-    assert stats["tool_executions"] == sum(executed.values())
-    assert stats["tool_calls"] == sum(executed.values())
+    assert stats["tool_executions"] == sum(own.values())
+    assert stats["tool_calls"] == sum(own.values())
     if traces is not None:
         assert stats["traces"] == traces
     models = {r["model"]: r for r in run_query(store, "tokens_per_model").records()}
@@ -112,23 +114,25 @@ def assert_counts(store: EmbeddedStore, totals: dict, ledger: Ledger, *, interna
     assert sum(r["output_tokens"] or 0 for r in models.values()) == totals["output_tokens"]
     assert sum(r["cost"] or 0 for r in models.values()) == pytest.approx(totals["cost"])
     per_tool = {r["tool"]: r for r in run_query(store, "tool_calls_per_tool").records()}
-    assert {t: r["executions"] for t, r in per_tool.items() if r["executions"]} == dict(executed)
-    assert {t: r["calls"] for t, r in per_tool.items() if r["calls"]} == dict(executed)
+    assert {t: r["executions"] for t, r in per_tool.items() if r["executions"]} == dict(own)
+    assert {t: r["calls"] for t, r in per_tool.items() if r["calls"]} == dict(own)
+    every_tool = {r["tool"]: r for r in run_query(store, "tool_calls_per_tool", {"framework_tools": 1}).records()}
+    assert {t: r["executions"] for t, r in every_tool.items() if r["executions"]} == dict(executed)
     errors = {r["tool"]: r for r in run_query(store, "tool_error_rate").records()}
     assert {t: r["errors"] for t, r in errors.items() if r["errors"]} == dict(ledger.errors)
-    assert {t: r["results"] for t, r in errors.items()} == dict(executed)  # each call ran, once
+    assert {t: r["results"] for t, r in errors.items()} == dict(own)  # each call ran, once
     arguments = Counter()
     for r in run_query(store, "tool_argument_frequency", BIG).records():
         arguments[r["tool"]] += r["calls"]
-    assert dict(arguments) == dict(executed)
+    assert dict(arguments) == dict(own)
     slow = run_query(store, "slowest_tool_executions", BIG).records()
-    assert len(slow) == sum(executed.values()) and sum(bool(r["failed"]) for r in slow) == sum(ledger.errors.values())
+    assert len(slow) == sum(own.values()) and sum(bool(r["failed"]) for r in slow) == sum(ledger.errors.values())
     assert run_query(store, "unanswered_tool_calls", BIG).rows == []
     reasons = {r["finish_reason"]: r["outputs"] for r in run_query(store, "finish_reasons").records()}
     assert reasons == {"stop": totals["lm_calls"]}
     conversations = run_query(store, "longest_conversations", BIG).records()
     assert sum(r["lm_calls"] for r in conversations) == totals["lm_calls"]
-    assert sum(r["tool_calls"] for r in conversations) == sum(executed.values())
+    assert sum(r["tool_calls"] for r in conversations) == sum(own.values())
 
 
 # --- every sink, the real LM ---------------------------------------------------------------------------------------
@@ -296,7 +300,7 @@ def test_a_setting_that_is_not_a_number_costs_only_itself_not_the_lm_call():
     assert validate_traces([trace]).conforms
 
 
-class KeepsRunsAsRecorded:
+class KeepsRunsAsRecorded(Sink):
     """A sink that builds runs elsewhere, as a writer process does: it keeps each run as the recorder noted it."""
 
     builds_runs = True

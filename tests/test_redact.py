@@ -14,7 +14,8 @@ from conftest import DATA, dspy33_types, load
 from dspy_rdf.capture import FileSink, TraceRecorder
 from dspy_rdf.cli import main
 from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.identity import trace_payload
+from dspy_rdf.identity import content_payload
+from dspy_rdf.model import canonical_datetime
 from dspy_rdf.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_dspy, trace_from_json, trace_to_json
@@ -138,7 +139,7 @@ def test_every_default_pattern_has_an_example_secret():
 @pytest.mark.parametrize(("text", "secret", "kept"), SECRETS_IN_CONTEXT)
 def test_secrets_in_urls_connection_strings_and_key_blocks_are_redacted_and_the_pre_check_sees_them(text, secret, kept):
     trace = trace_from_json({**load("part_text.json"), "metadata": {"note": text}})
-    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace))
+    assert DEFAULT_REDACTOR.may_hold_secrets(content_payload(trace))
     note = Redactor()(trace).request.metadata["note"]
     assert secret not in note and "[REDACTED:" in note and kept in note
     assert DEFAULT_REDACTOR.redact_text(text) == note
@@ -199,7 +200,7 @@ def test_a_tool_schema_describing_a_secret_is_kept_but_for_the_values_it_gives()
     schema["$defs"] = {"Account": {"type": "object", "properties": {"password": {"type": "string", "minLength": 8}}}}
     schema["required"] = ["query", "api_key"]
     trace = trace_from_json(value)
-    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace))
+    assert DEFAULT_REDACTOR.may_hold_secrets(content_payload(trace))
     redacted = Redactor()(trace)
     kept = redacted.request.tools[0].parameters
     assert kept["properties"]["api_key"] == {"type": "string", "description": "the caller's key", "default": marker("secret_field")}
@@ -279,7 +280,7 @@ def test_a_users_pattern_leaves_the_kind_of_a_trace_and_its_times_alone(tmp_path
     patterns = ["--redact-pattern", r"date=\d{4}-\d\d-\d\d", "--redact-pattern", "word=history"]
     assert main(["export", str(source), "-o", str(out), *patterns]) == 0
     [(_, trace)] = parse_traces(out.read_bytes(), RdfFormat.N_QUADS)
-    assert trace.source_kind == "lm_history" and [e.timestamp for e in trace.entries] == [e["timestamp"] for e in entries]
+    assert trace.source_kind == "lm_history" and [e.timestamp for e in trace.entries] == [canonical_datetime(e["timestamp"]) for e in entries]
     assert "1990-04-01" not in out.read_text(encoding="utf-8") and trace.redactions["date"] >= 1
 
 
@@ -288,7 +289,7 @@ def test_secret_fields_are_redacted_in_json_slots_at_any_depth(field):
     value = load("part_tool_call.json")
     value["messages"][0]["parts"][0]["provider_data"] = {"headers": [{field: "hunter2-value"}]}
     value["messages"][0]["parts"][0]["args"] = {"login": {field: "another-value", "max_tokens": 5}}
-    assert DEFAULT_REDACTOR.may_hold_secrets(trace_payload(trace_from_json(value)))
+    assert DEFAULT_REDACTOR.may_hold_secrets(content_payload(trace_from_json(value)))
     redacted = Redactor()(trace_from_json(value))
     text = json.dumps(trace_to_json(redacted))
     assert "hunter2-value" not in text and "another-value" not in text and '"max_tokens": 5' in text

@@ -106,7 +106,8 @@ def test_losses_name_what_mlflow_records_that_no_slot_holds():
     assert reasons["info"] == "no slot holds MLflow's tags, trace_location, trace_metadata"
     assert "2 DSPy adapter span(s) (ChatAdapter.format, ChatAdapter.parse)" in reasons["spans"]
     root = next(k for k, v in reasons.items() if "signature" in v)
-    assert reasons[root] == "no slot holds mlflow.chat.tokenUsage, signature"
+    assert reasons[root] == "no slot holds signature"  # the run's token usage, on its top-level module, is its usage
+    assert predict.calls[0].usage is not None and (predict.calls[0].usage.input_tokens, predict.calls[0].usage.output_tokens) == (10, 20)
     stack = [x for x in native.losses if x["field"].endswith("events.exception")]
     assert len(stack) == 1 and "stack trace" in stack[0]["reason"]
 

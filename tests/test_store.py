@@ -113,14 +113,24 @@ def test_stats_count_what_the_traces_hold(store):
         return len(ids) + unnamed
 
     triples = sum(len(trace_lines(t)[1]) for t in traces)
-    assert store.stats() == {
+    responses = [r for t in traces for r in [*(e.response for e in t.entries), t.response] if r is not None]
+    with_usage = [r.usage for r in responses if r.usage is not None and (r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens) != (None, None, None)]
+    priced = [r.cost for r in responses if r.cost is not None]
+    got = store.stats()
+    assert got == {
         "traces": len(traces),
         "lm_calls": entries,
         "tool_calls": sum(map(tool_calls, traces)),
         "tool_executions": 0,
-        "tool_results": store.stats()["tool_results"],
-        "messages": store.stats()["messages"],
+        "tool_results": got["tool_results"],
+        "messages": got["messages"],
+        "usage_calls": len(with_usage),
+        "input_tokens": sum(u.input_tokens or 0 for u in with_usage),
+        "output_tokens": sum(u.output_tokens or 0 for u in with_usage),
+        "priced_calls": len(priced),
+        "cost": pytest.approx(sum(priced)),
         "triples": triples,
+        "to_migrate": 0,
     }
     assert store.stats()["tool_results"] == sum(sum(1 for line in trace_lines(t)[1] if "/LMToolResultPart>" in line) for t in traces)
 

@@ -44,7 +44,7 @@ def _broken(tmp_path):
     data, graphs = _nquads("history_entry_all_parts.json", "request_all_parts.json")
     store = ox.Store()
     store.load(data, ox.RdfFormat.N_QUADS)
-    bad = next(g for g in graphs if store.query(f"ASK {{ GRAPH <{g}> {{ ?r <{D}answers> ?c }} }}"))
+    bad = next(g for g in graphs if store.query(f"ASK {{ GRAPH <{g}> {{ ?r <{D}answers> ?c . ?u <{D}total_tokens> ?t }} }}"))
     store.update(f"""WITH <{bad}> DELETE {{ ?u <{D}total_tokens> ?t }} INSERT {{ ?u <{D}total_tokens> 1 }} WHERE {{ ?u <{D}total_tokens> ?t }}""")
     store.update(f"""WITH <{bad}> DELETE {{ ?r <{D}answers> ?c }} WHERE {{ {{ SELECT ?r ?c WHERE {{ ?r <{D}answers> ?c }} LIMIT 1 }} }}""")
     path = tmp_path / "broken.nq"
@@ -203,3 +203,16 @@ def test_an_ill_typed_literal_in_a_turtle_report_is_shown_with_nothing_else_on_s
     report = rdflib.Graph().parse(data=result.stdout, format="turtle")
     assert (None, SH.sourceConstraintComponent, SH.DatatypeConstraintComponent) in report
     assert {str(value) for value in report.objects(None, SH.value)} == {"abc"}
+
+
+@pytest.mark.parametrize("content", [
+    '<http://example.org/a> <http://example.org/b> "c" <http://example.org/g> .\n',  # one quad of another vocabulary
+    '<urn:x:t> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://w3id.org/lmodel/dspy/Trace> <urn:x:t> .\n',  # http:// namespace
+])
+def test_rdf_that_holds_no_trace_is_never_a_success(tmp_path, capsys, content):
+    path = tmp_path / "none.nq"
+    path.write_text(content, encoding="utf-8")
+    assert main(["validate", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("no trace found: the input holds 1 graph(s) of triples but no dspy:Trace node") and "conforms" not in out
+    assert "error: no trace was found in the input" in err

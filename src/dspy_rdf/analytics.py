@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the store and pyoxigraph are imported when a query runs: `d
 
 __all__ = [
     "FORMATS",
+    "UNKNOWN",
     "NamedQuery",
     "Parameter",
     "QueryResult",
@@ -64,10 +65,11 @@ __all__ = [
 FORMATS = ("table", "csv", "tsv", "json")
 """Output formats of :meth:`QueryResult.format`."""
 
-PARAMETER_TYPES = ("string", "date", "int")
+PARAMETER_TYPES = ("string", "date", "int", "class")
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _EXPECTED = {
     "string": "a string",
+    "class": "a class name (Predict) or a qualified one (dspy.predict.predict.Predict)",
     "date": "a date written YYYY-MM-DD",
     "int": "an integer",
     "limit": "a non-negative integer",
@@ -100,6 +102,8 @@ class NamedQuery:
     parameters: tuple[Parameter, ...]
     text: str
     notes: str = ""
+    unknown: tuple[str, ...] = ()
+    """Columns whose unbound cells mean that the traces do not say (shown as ``unknown``, never as 0 or blank)."""
 
     def parameter(self, name: str) -> Parameter:
         for p in self.parameters:
@@ -119,6 +123,7 @@ def _parse(name: str, text: str) -> NamedQuery:
     question = None
     params: list[Parameter] = []
     notes: list[str] = []
+    unknown: list[str] = []
     section = None
     for line in text.splitlines():
         if not line.startswith("#"):
@@ -131,6 +136,9 @@ def _parse(name: str, text: str) -> NamedQuery:
             if rest not in ("", "none", "none."):
                 raise ValueError(f"query {name}: write parameters one a line under '# Parameters:'")
             section = "parameters"
+        elif body.startswith("Unknown:"):
+            unknown += body[len("Unknown:"):].split()
+            section = None
         elif body.startswith("Notes:"):
             notes.append(body[len("Notes:"):].strip())
             section = "notes"
@@ -160,7 +168,7 @@ def _parse(name: str, text: str) -> NamedQuery:
     if limit is not None:
         if limit.type != "int" or not limits or any(found != limit.default for found in limits):
             raise ValueError(f"query {name}: the limit parameter needs 'LIMIT {limit.default}' lines (the final one, and any of a top-N subquery)")
-    return NamedQuery(name, question, tuple(params), text, " ".join(notes))
+    return NamedQuery(name, question, tuple(params), text, " ".join(notes), tuple(unknown))
 
 
 def _library() -> dict[str, NamedQuery]:
@@ -202,7 +210,8 @@ _CHECK_STORE: ox.Store | None = None
 
 
 def sparql_term(value: Any, type: str = "string") -> str:
-    """``value`` as one SPARQL RDF term (``string`` -> plain literal, ``date`` -> ``xsd:date``, ``int`` -> ``xsd:integer``).
+    """``value`` as one SPARQL RDF term (``string`` -> plain literal, ``class`` -> the plain literal of a class's name
+    (``dspy.predict.predict.Predict`` -> ``Predict``), ``date`` -> ``xsd:date``, ``int`` -> ``xsd:integer``).
 
     Strings are escaped by pyoxigraph's N-Triples serialisation of a literal (``\\"``, ``\\\\``, ``\\n`` ..., other
     control characters as ``\\uXXXX``), which is also SPARQL syntax. The result is then parsed back by
@@ -212,10 +221,11 @@ def sparql_term(value: Any, type: str = "string") -> str:
     """
     import pyoxigraph as ox
 
-    if type == "string":
+    if type in ("string", "class"):
         if not isinstance(value, str):
-            raise ValueError(f"expected {_EXPECTED['string']}, got {value!r}")
-        term = ox.Literal(value)
+            raise ValueError(f"expected {_EXPECTED[type]}, got {value!r}")
+        # a module is counted under its class's name, whatever recorded it: a qualified name means that name
+        term = ox.Literal(value.rpartition(".")[2] if type == "class" else value)
     elif type == "date":
         if isinstance(value, date):
             value = value.isoformat()
@@ -385,9 +395,13 @@ def check_user_sparql(text: str, *, allow_federation: bool = False) -> None:
 # --- results ----------------------------------------------------------------------------------------------
 
 
-def _cell(value: Any) -> str:
+UNKNOWN = "unknown"
+"""How an unbound cell of a column that says unknowns (:attr:`NamedQuery.unknown`) is shown in tables, CSV and TSV."""
+
+
+def _cell(value: Any, unknown: bool = False) -> str:
     if value is None:
-        return ""
+        return UNKNOWN if unknown else ""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -401,16 +415,18 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     raw: SparqlJson = field(repr=False)
     sparql: str = field(default="", repr=False)
+    unknown: frozenset[str] = frozenset()
+    """Columns where None means that the traces do not say (shown as ``unknown``)."""
 
     @classmethod
-    def from_json(cls, raw: SparqlJson, sparql: str = "") -> QueryResult:
+    def from_json(cls, raw: SparqlJson, sparql: str = "", unknown: tuple[str, ...] | frozenset[str] = ()) -> QueryResult:
         from dspy_rdf.store import term_value
 
         if "boolean" in raw:
             return cls(["boolean"], [(bool(raw["boolean"]),)], raw, sparql)
         columns = list(raw["head"].get("vars", []))
         rows = [tuple(term_value(b.get(c)) for c in columns) for b in raw["results"]["bindings"]]
-        return cls(columns, rows, raw, sparql)
+        return cls(columns, rows, raw, sparql, frozenset(unknown))
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as dicts by column name."""
@@ -428,18 +444,26 @@ class QueryResult:
         """An aligned plain-text table; line breaks in cells shown as ``\\n``, cells cut to ``max_width`` characters,
         except IRIs: they are shown whole, so that one can be pasted (into ``--trace``, ``dspy-rdf delete``)."""
 
-        def show(value: Any, iri: bool) -> str:
+        def show(value: Any, iri: bool, unknown: bool) -> str:
             if isinstance(value, float):  # sums of costs carry binary noise (0.00035879999999999994); csv/json keep it
                 value = float(format(value, ".12g"))
-            text = _cell(value).replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
+            text = _cell(value, unknown).replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
             return text if iri or len(text) <= max_width else text[: max_width - 1] + "…"
 
         bindings = self.raw.get("results", {}).get("bindings", [])
         if len(bindings) != len(self.rows):  # a boolean answer, or a result made by hand: no term types to go by
             bindings = [{}] * len(self.rows)
-        body = [[show(v, (b.get(c) or {}).get("type") == "uri") for c, v in zip(self.columns, row)] for row, b in zip(self.rows, bindings)]
+        body = [
+            [show(v, (b.get(c) or {}).get("type") == "uri", c in self.unknown) for c, v in zip(self.columns, row)]
+            for row, b in zip(self.rows, bindings)
+        ]
         widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(self.columns)]
-        numeric = [bool(self.rows) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) or r[i] is None for r in self.rows) for i in range(len(self.columns))]
+        def number(value: Any) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+        numeric = [
+            any(number(r[i]) for r in self.rows) and all(number(r[i]) or r[i] is None for r in self.rows) for i in range(len(self.columns))
+        ]
 
         def line(cells: list[str]) -> str:
             return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
@@ -450,20 +474,20 @@ class QueryResult:
         return "\n".join(out)
 
     def to_csv(self) -> str:
-        """RFC 4180 CSV with a header line; unbound cells empty."""
+        """RFC 4180 CSV with a header line; unbound cells empty (``unknown`` in a column that says unknowns)."""
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\r\n")
         writer.writerow(self.columns)
-        writer.writerows([[_cell(v) for v in row] for row in self.rows])
+        writer.writerows([[_cell(v, c in self.unknown) for c, v in zip(self.columns, row)] for row in self.rows])
         return buffer.getvalue()
 
     def to_tsv(self) -> str:
         """Tab-separated values with a header line; ``\\``, tab, line feed and carriage return escaped as ``\\\\ \\t \\n \\r``."""
 
-        def esc(value: Any) -> str:
-            return _cell(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+        def esc(value: Any, unknown: bool) -> str:
+            return _cell(value, unknown).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
-        lines = ["\t".join(self.columns)] + ["\t".join(esc(v) for v in row) for row in self.rows]
+        lines = ["\t".join(self.columns)] + ["\t".join(esc(v, c in self.unknown) for c, v in zip(self.columns, row)) for row in self.rows]
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:
@@ -498,11 +522,13 @@ def run_query(
     A single word is taken as a query name (ValueError listing the names when unknown); anything else as SPARQL.
     """
     text = name_or_sparql.strip()
+    unknown: tuple[str, ...] = ()
     if _NAME.fullmatch(text):
-        sparql = bind_parameters(get_query(text), params)
+        query = get_query(text)
+        sparql, unknown = bind_parameters(query, params), query.unknown
     else:
         if params:
             raise ValueError("parameters apply to named queries only; raw SPARQL takes none")
         check_user_sparql(name_or_sparql, allow_federation=allow_federation)
         sparql = name_or_sparql
-    return QueryResult.from_json(store.select(sparql), sparql)
+    return QueryResult.from_json(store.select(sparql), sparql, unknown)

@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_rdf import model as m
-from dspy_rdf.identity import canonical_json, key_from_payload
+from dspy_rdf.identity import canonical_json, short_hash
 from dspy_rdf.live import builtin_value, json_data, json_key, loss, text_of, unicode_text
 from dspy_rdf.runs import RecordedRun, ReturnedCall, build_trace, loss_note
-from dspy_rdf.sinks import FileSink, MemorySink, Sink, StoreSink
+from dspy_rdf.sinks import FileSink, MemorySink, Sink, StoreSink, as_sink
 
 try:
     import dspy
@@ -183,37 +183,49 @@ class _Evaluation:
 
 
 class TraceRecorder(BaseCallback):
-    """A DSPy callback that records each program run as one ``program_run`` trace and hands it to ``sink``.
+    """A DSPy callback that records each program run as one ``program_run`` trace and hands it to each of ``sinks``
+    (a :class:`MemorySink` when none is given): ``TraceRecorder(FileSink("runs.jsonl"), StoreSink())`` keeps an
+    archive and a store of the same recording, which are one trace each run (the same IRI, see
+    :mod:`dspy_rdf.identity`).
 
     ``max_chars`` bounds the strings kept in summaries. ``on_run`` (optional) is called with each finished trace
-    after the sink, e.g. to print its IRI (in the thread that ended the run; a ``FileSink`` or ``StoreSink`` writes
+    after the sinks, e.g. to print its IRI (in the thread that ended the run; a ``FileSink`` or ``StoreSink`` writes
     it later: its runs and failures are all in after :meth:`flush`); the trace is then built in the program, which
-    the sink would otherwise do. :attr:`errors` lists, one line each, every run that was recorded with a
-    loss (a value kept as text, see ``Trace.losses``) and every run the sink could not write; a run the sink could
+    the sinks would otherwise do. :attr:`errors` lists, one line each, every run that was recorded with a
+    loss (a value kept as text, see ``Trace.losses``) and every run a sink could not write; a run a sink could
     not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
     """
 
     def __init__(
         self,
+        *sinks: Sink,
         sink: Sink | None = None,
-        *,
         max_chars: int = DEFAULT_MAX_CHARS,
         on_run: Callable[[m.Trace], None] | None = None,
     ) -> None:
         super().__init__()
-        self.sink: Sink = sink if sink is not None else MemorySink()
+        if sink is not None:  # the keyword of releases that took one sink
+            sinks = (sink, *sinks)
+        self.sinks: tuple[Sink, ...] = tuple(as_sink(each) for each in sinks) if sinks else (MemorySink(),)
         self.max_chars = max_chars
         self.on_run = on_run
         self._errors: list[str] = []
         self.unwritten: list[m.Trace] = []
         self._lock = threading.Lock()
-        if hasattr(self.sink, "on_failure"):  # a sink that writes later tells which runs it could not write
-            self.sink.on_failure = self._not_written
-        if hasattr(self.sink, "on_losses"):  # and which runs it built had values not kept exactly
-            self.sink.on_losses = self._report
+        noting = True
+        for sink in self.sinks:
+            sink.on_failure = (lambda sink: lambda run, reason: self._not_written(run, reason, sink))(sink)
+            # Every sink that builds runs builds the same traces: one of them says what building noted.
+            sink.on_losses = self._report if noting or not sink.builds_runs else _ignore
+            noting = noting and not sink.builds_runs
         self._where: dict[str, tuple[_Run, int]] = {}  # DSPy call id -> (run, index in run.calls)
         self._lm_marks: dict[str, tuple[Any, Any]] = {}  # LM call id -> (LM instance, last history entry at start)
         self._evaluating: list[_Evaluation] = []
+
+    @property
+    def sink(self) -> Sink:
+        """The first of :attr:`sinks`."""
+        return self.sinks[0]
 
     # -- bookkeeping --
 
@@ -272,7 +284,8 @@ class TraceRecorder(BaseCallback):
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         losses: list[dict[str, str]] = []
         summary = summarize(inputs, max_chars=self.max_chars, losses=losses, path="input_summary")
-        self._start(call_id, {"call": "module", "module_class": _class_name(instance), "input_summary": summary}, instance, losses)
+        record = {"call": "module", "module_class": type(instance).__name__, "module_class_path": _class_name(instance), "input_summary": summary}
+        self._start(call_id, record, instance, losses)
 
     def on_module_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
@@ -409,23 +422,26 @@ class TraceRecorder(BaseCallback):
             calls=run.calls, starts=run.starts, ends=run.ends, entries=run.entries, returned=run.returned,
             losses=run.losses, dspy_version=getattr(dspy, "__version__", None),
         )  # fmt: skip
-        item: RecordedRun | m.Trace = recorded
-        if self.on_run is not None or not getattr(self.sink, "builds_runs", False):
-            item = self._built(recorded)
-        try:
-            self.sink.write(item)
-        except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead
-            self._not_written(item, f"{type(exc).__name__}: {exc}")
-            return
+        built: m.Trace | None = None
+        if self.on_run is not None or not all(sink.builds_runs for sink in self.sinks):
+            built = self._built(recorded)
+        for sink in self.sinks:
+            # built in the program anyway (for on_run, or for a sink that does not build runs): handed over built
+            item: RecordedRun | m.Trace = built if built is not None and (self.on_run is not None or not sink.builds_runs) else recorded
+            try:
+                sink.write(item)
+            except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead
+                self._not_written(item, f"{type(exc).__name__}: {exc}", sink)
         if self.on_run is not None:
-            self.on_run(item)
+            self.on_run(built)
 
-    def _not_written(self, item: RecordedRun | m.Trace, reason: str) -> None:
+    def _not_written(self, item: RecordedRun | m.Trace, reason: str, sink: Sink) -> None:
         # A run built here already (by a sink of this process that then failed) was noted when it was built.
         trace = item if isinstance(item, m.Trace) else item.trace if item.trace is not None else self._built(item)
         with self._lock:
             self.unwritten.append(trace)
-        self._report(f"a run of {len(trace.calls)} calls could not be written ({reason}); it is kept in recorder.unwritten")
+        where = f" to {sink!r}" if len(self.sinks) > 1 else ""
+        self._report(f"a run of {len(trace.calls)} calls could not be written{where} ({reason}); it is kept in recorder.unwritten")
 
     def _built(self, recorded: RecordedRun) -> m.Trace:
         trace = build_trace(recorded)
@@ -438,8 +454,9 @@ class TraceRecorder(BaseCallback):
         """One line for each run recorded with a loss (a value kept as text, see ``Trace.losses``) and each run the
         sink could not write. A ``MemorySink``'s runs are built (and their losses found) when this is read; a writer
         process's reports are all in after :meth:`flush`."""
-        if isinstance(self.sink, MemorySink):
-            self.sink.flush()
+        for sink in self.sinks:
+            if isinstance(sink, MemorySink):
+                sink.flush()
         return self._errors
 
     @errors.setter
@@ -447,23 +464,25 @@ class TraceRecorder(BaseCallback):
         self._errors = errors
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the sink has written every finished run (those it could not write are in :attr:`unwritten`
-        then, and what building them noted in :attr:`errors`); False on timeout. Needed only before reading a sink's
-        file or store in the same program."""
-        flush = getattr(self.sink, "flush", None)
-        return True if flush is None else flush(timeout)
+        """Wait until the sinks have written every finished run (those they could not write are in :attr:`unwritten`
+        then, and what building them noted in :attr:`errors`); False on timeout (``timeout`` is for each sink).
+        Needed only before reading a sink's file or store in the same program."""
+        return all([sink.flush(timeout) for sink in self.sinks])
 
     def close(self) -> None:
-        """Write what is pending and close the sink (see :meth:`flush`; a ``MemorySink``'s runs are built, what building
-        noted reported); runs that finish later are written as they end."""
-        close = getattr(self.sink, "close", None)
-        if close is not None:
-            close()
+        """Write what is pending and close the sinks (see :meth:`flush`; a ``MemorySink``'s runs are built, what
+        building noted reported); runs that finish later are written as they end."""
+        for sink in self.sinks:
+            sink.close()
 
     def _report(self, message: str) -> None:
         message = f"dspy-rdf: {message}"
         self._errors.append(message)
         logger.warning(message)
+
+
+def _ignore(note: str) -> None:
+    """What a second sink that builds runs noted: the first one said it."""
 
 
 def _class_name(obj: Any) -> str:
@@ -500,7 +519,7 @@ def program_fingerprint(program: Any) -> str | None:
     except Exception:  # noqa: BLE001 - a program whose state cannot be dumped simply has no fingerprint
         return None
     text = canonical_json({"class": _class_name(program), "state": json_data(state)})
-    return key_from_payload(text)
+    return short_hash(text)
 
 
 def _below(calls: list[dict[str, Any]], index: int, ancestor: int) -> bool:

@@ -328,7 +328,10 @@ def _stats(args: argparse.Namespace) -> int:
 
         _say(f"store: {location}")
         for name, value in counts.items():
-            print(f"{value:>12,}  {STATS.get(name, name)}")
+            if name == "to_migrate" and not value:
+                continue
+            shown = "unknown" if value is None else format(value, ".6g") if isinstance(value, float) else f"{value:,}"
+            print(f"{shown:>12}  {STATS.get(name, name)}")
     return 0
 
 
@@ -346,6 +349,35 @@ def _delete(args: argparse.Namespace) -> int:
                 _error(f"no trace {iri} in the store at {store.location}")
                 missing += 1
     return 2 if missing else 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from dspy_rdf.store import open_store
+    from dspy_rdf.store.migrate import migrate_store
+
+    with open_store(args.store, create=False) as store:
+        with _bar(lambda: len(store.trace_iris()), unit=" graphs", desc="migrating") as progress:
+            report = migrate_store(store, dry_run=args.dry_run, progress=progress)
+        location = store.location
+    would = "would be " if args.dry_run else ""
+    if args.verbose:
+        for old, new in report.moved:
+            _say(f"{'would move' if args.dry_run else 'moved'} {old} -> {new}")
+        for old, kept in report.merged:
+            _say(f"{'would merge' if args.dry_run else 'merged'} {old} into {kept}")
+    for iri, why in report.failed:
+        _error(f"left as it is: {iri}: {why}")
+    parts = [
+        f"{len(report.moved)} trace(s) {would}moved to their new IRIs",
+        f"{len(report.merged)} duplicate(s) {would}merged into the trace they repeat",
+        f"{report.current} already current",
+    ]
+    if report.other:
+        parts.append(f"{len(report.other)} graph(s) not named by dspy-rdf left as they are")
+    if report.failed:
+        parts.append(f"{len(report.failed)} graph(s) that could not be migrated left as they are")
+    _say(f"{'dry run: ' if args.dry_run else ''}store {location}: {report.examined} graph(s) examined; " + ", ".join(parts))
+    return 1 if report.failed else 0
 
 
 def _dump(args: argparse.Namespace) -> int:
@@ -475,6 +507,8 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"skipped {len(skipped)} bad input(s)", file=sys.stderr)
     if report.validated == 0:
         print("error: nothing was validated (no traces in the input)", file=sys.stderr)
+    elif not report.traces:
+        print("error: no trace was found in the input (no dspy:Trace node)", file=sys.stderr)
     return 1 if report.fails(Severity(args.fail_on.capitalize())) or skipped else 0
 
 
@@ -696,6 +730,17 @@ def _build_parser() -> argparse.ArgumentParser:
     delete.add_argument("traces", nargs="+", metavar="TRACE", help="trace IRI")
     _store_option(delete, store_help)
     delete.set_defaults(run=_delete)
+
+    migrate = sub.add_parser(
+        "migrate", help="bring a store written by dspy-rdf 0.1.0 to this release's trace IRIs, merging the duplicates its keys let in",
+        description="Each trace graph named by a 0.1.0 key (…sha256-<hex>) is written under the IRI it has now and then "
+        "removed, so that a migration stopped at any point loses nothing and running it again finishes it. Traces "
+        "stored twice (a store dumped and loaded again, one run recorded by two recorders) are merged into one.",
+    )  # fmt: skip
+    _store_option(migrate, store_help)
+    migrate.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    migrate.add_argument("-v", "--verbose", action="store_true", help="name every trace moved or merged")
+    migrate.set_defaults(run=_migrate)
 
     dump = sub.add_parser("dump", help="write a store's traces as N-Quads or TriG")
     _store_option(dump, store_help)

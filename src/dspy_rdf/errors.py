@@ -59,7 +59,7 @@ class RdfInputError(DspyRdfError, ValueError):
         self.node = node
         self.prop = prop
         where = source + (f", node <{node}>" if node else "") + (f", property <{prop}>" if prop else "")
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {self.reason}")
 
 
 class ReportError(DspyRdfError, OSError):

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.model import canonical_datetime
 
 __all__ = [
     "check_datetime",
@@ -94,19 +95,20 @@ def get_float(d: dict[str, Any], key: str, path: str) -> float | None:
 
 # xsd:dateTime's lexical form (what the graph holds), which every ISO 8601 date-time DSPy writes has.
 _DATETIME = re.compile(r"-?\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
+_CANONICAL = re.compile(r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):\d\d:\d\d(?:\.\d{0,5}[1-9])?Z?")
 
 
 def check_datetime(value: str, path: str) -> str:
-    """Return ``value`` if it is an ISO 8601 / ``xsd:dateTime`` date-time, else raise naming ``path``."""
-    valid = _DATETIME.fullmatch(value) is not None
-    if valid:
-        try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            valid = False
+    """``value`` in its canonical form (:func:`~dspy_rdf.model.canonical_datetime`) if it is an ISO 8601 /
+    ``xsd:dateTime`` date-time of years 1 to 9999 (in UTC too), else raise naming ``path``."""
+    canonical = canonical_datetime(value) if isinstance(value, str) and _DATETIME.fullmatch(value) else None
+    try:
+        valid = canonical is not None and _CANONICAL.fullmatch(canonical) is not None and bool(datetime.fromisoformat(canonical.removesuffix("Z")))
+    except ValueError:
+        valid = False
     if not valid:
-        raise fail(path, f"expected an ISO 8601 date-time such as 2025-01-31T12:00:00 or 2025-01-31T12:00:00Z, got {value!r}")
-    return value
+        raise fail(path, f"expected an ISO 8601 date-time of years 1 to 9999 such as 2025-01-31T12:00:00 or 2025-01-31T12:00:00Z, got {value!r}")
+    return canonical
 
 
 def get_bool(d: dict[str, Any], key: str, path: str, *, default: bool | None = None) -> bool | None:

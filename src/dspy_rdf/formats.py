@@ -130,12 +130,18 @@ def write_traces(
 
 
 def encode_trace(
-    trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, redactor: Redactor | None = None, iri: str | None = None
+    trace: m.Trace,
+    *,
+    base: str = DEFAULT_BASE,
+    graph: bool = True,
+    redactor: Redactor | None = None,
+    iri: str | None = None,
+    digest: str | None = None,
 ) -> tuple[str, bytes]:
     """One trace (its secrets removed by ``redactor``) as UTF-8 N-Quads (or N-Triples) bytes; raise
     :class:`TraceInputError` naming the node and property of text that is not valid Unicode (a lone surrogate),
-    which no RDF syntax can hold. ``iri``: the IRI :func:`~dspy_rdf.writer.stored_form` gave the trace."""
-    iri, lines = trace_lines(trace, base=base, graph=graph, redactor=redactor, iri=iri)
+    which no RDF syntax can hold. ``iri`` and ``digest``: what :func:`~dspy_rdf.writer.stored_form` gave the trace."""
+    iri, lines = trace_lines(trace, base=base, graph=graph, redactor=redactor, iri=iri, digest=digest)
     try:
         return iri, "".join(lines).encode("utf-8")
     except UnicodeEncodeError:

@@ -191,9 +191,9 @@ def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, 
         for _, trace in pairs:
             yield InputItem(source, None, trace, None)
         return
-    # Quads are read one named graph at a time. A graph named by its content hash whose quads give other content is
-    # held back: the rest of it may come further on in the file (then it is read whole), or it was edited (then it is
-    # read at the end as it is, and written under the IRI of its new content).
+    # Quads are read one named graph at a time. A graph whose quads do not give the content its digest says is held
+    # back: the rest of it may come further on in the file (then it is read whole), or it was edited (then it is read
+    # at the end as it is, and written with the digest, and a content-keyed trace under the IRI, of its new content).
     done: set[str] = set()
     held: dict[str, list[ox.Quad]] = {}
     group: list[ox.Quad] = []
@@ -248,8 +248,13 @@ def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, 
 
 
 def _matches_hash(iri: str, trace: Trace) -> bool:
-    """Whether a trace holds the content its IRI says, when the IRI ends in a content key (``…sha256-<hex>``)."""
-    from dspy_rdf.identity import KEY_PREFIX, trace_key
+    """Whether the quads read of a trace hold all of it: the content digest it was written with is that of what was
+    read. A graph without a digest is whole when its IRI ends in a key of dspy-rdf 0.1.0 (which wrote none, one
+    graph at a time) or in no key (a graph named otherwise); a graph of this release always has one, which the quads
+    read so far may not hold yet."""
+    from dspy_rdf.identity import LEGACY_KEY_PREFIX, content_digest, content_payload, key_of_iri
 
-    key = iri.rpartition("/")[2].rpartition(":")[2]
-    return not key.startswith(KEY_PREFIX) or iri.endswith(trace_key(trace))
+    if trace.content_digest is not None:
+        return trace.content_digest == content_digest(content_payload(trace))
+    key = key_of_iri(iri)
+    return key is None or key.startswith(LEGACY_KEY_PREFIX)

@@ -13,7 +13,9 @@ absent, as in DSPy, where those fields default to ``{}``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Literal, Union
 
 JSONValue = Any
@@ -34,6 +36,53 @@ def decimal_number(value: float | int | bool | None) -> float | int | bool | Non
         return value
     rounded = round(value, DECIMAL_PLACES)
     return rounded if rounded != 0 else 0.0  # never -0.0
+
+
+_DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?")
+_CANONICAL_DATETIME = re.compile(r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):\d\d:\d\d(?:\.\d{0,5}[1-9])?Z?")
+
+
+def canonical_datetime(text: str) -> str:
+    """An ``xsd:dateTime`` as a trace keeps it, in the one form every store and serializer this project writes to
+    gives back: a time with an offset in UTC, written with ``Z``; the fraction of a second kept to the microsecond
+    (Virtuoso keeps no more), without trailing zeros (pyoxigraph writes none); ``24:00:00`` as the next day's
+    ``00:00:00``. A time without an offset (DSPy's history entries: local time) keeps none. ``2025-01-31T12:00:00.020760+01:00``
+    becomes ``2025-01-31T11:00:00.02076Z``. Text that is not a date-time of years 1 to 9999 is returned as it is (the
+    readers refuse it, naming the field, before it reaches a trace)."""
+    if _CANONICAL_DATETIME.fullmatch(text) is not None:
+        return text
+    match = _DATETIME.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        return text
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    next_day = hour == "24" and minute == "00" and second == "00" and not (fraction or "").strip("0")
+    try:
+        moment = datetime(int(year), int(month), int(day), 0 if next_day else int(hour), int(minute), int(second),
+                          int(((fraction or "") + "000000")[:6]))
+        if next_day:
+            moment += timedelta(days=1)
+        if offset is not None and offset != "Z":
+            delta = timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
+            moment = moment - delta if offset[0] == "+" else moment + delta
+    except (ValueError, OverflowError):
+        return text
+    return format_datetime(moment, utc=offset is not None)
+
+
+def format_datetime(moment: datetime, *, utc: bool | None = None) -> str:
+    """A :class:`~datetime.datetime` in the canonical form of :func:`canonical_datetime`: an aware one in UTC (``Z``),
+    a naive one as it is (``utc=True``: a naive one that already holds UTC)."""
+    if moment.tzinfo is not None:
+        moment, utc = moment.astimezone(timezone.utc), True
+    out = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    if moment.microsecond:
+        out += "." + f"{moment.microsecond:06d}".rstrip("0")
+    return out + "Z" if utc else out
+
+
+def utc_datetime(seconds: float) -> str:
+    """Seconds since the epoch (``time.time()``) as a canonical UTC date-time (:func:`canonical_datetime`)."""
+    return format_datetime(datetime.fromtimestamp(seconds, timezone.utc))
 
 PART_TYPES = (
     "text",
@@ -383,6 +432,9 @@ class LMHistoryEntry:
     model_type: str | None = None
     extra_fields: JSONObject = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.timestamp = canonical_datetime(self.timestamp)
+
 
 SourceKind = Literal[
     "lm_history_entry",
@@ -441,6 +493,16 @@ class Trace:
     source_trace_id: str | None = None
     redactions: dict[str, int] = field(default_factory=dict)
     losses: JSONValue = field(default_factory=list)  # a JSON list of {"field": ..., "reason": ...}
+    content_digest: str | None = field(default=None, compare=False)
+    """The digest a trace read back from RDF was stored with (``dspy:content_digest``), which tells whether the quads
+    read hold all of it; not part of its content (:mod:`dspy_rdf.identity`). The writer writes the digest of what it
+    writes."""
+
+    def __post_init__(self) -> None:
+        if self.started_at is not None:
+            self.started_at = canonical_datetime(self.started_at)
+        if self.ended_at is not None:
+            self.ended_at = canonical_datetime(self.ended_at)
 
 
 # --- Program runs recorded by the capture callback ---------------------------------------------------
@@ -462,7 +524,10 @@ class PartRef:
 
 @dataclass(slots=True, kw_only=True)
 class ModuleCall:
-    """A call of a ``dspy.Module``; ``parent_call`` is the index of the enclosing module call in ``Trace.calls``."""
+    """A call of a ``dspy.Module``; ``parent_call`` is the index of the enclosing module call in ``Trace.calls``;
+    ``module_class`` is the class's name (``Predict``), ``module_class_path`` its qualified name where the recorder saw
+    the class (``dspy.predict.predict.Predict``); ``usage`` is what a recorder reported for the LM calls within it as a
+    whole."""
 
     module_class: str
     started_at: str
@@ -474,6 +539,15 @@ class ModuleCall:
     output_summary: JSONValue | None = None
     tool_calls: list[LMToolCallPart] = field(default_factory=list)
     returned_tool_calls: list[PartRef] = field(default_factory=list)
+    module_class_path: str | None = None
+    usage: LMUsage | None = None
+
+    def __post_init__(self) -> None:
+        if self.module_class_path is None and "." in self.module_class:  # dspy-rdf 0.1.0 named a class by its path
+            self.module_class_path, self.module_class = self.module_class, self.module_class.rpartition(".")[2]
+        self.started_at = canonical_datetime(self.started_at)
+        if self.ended_at is not None:
+            self.ended_at = canonical_datetime(self.ended_at)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -487,6 +561,11 @@ class LMCall:
     error: str | None = None
     model: str | None = None
     entry: LMHistoryEntry | None = None
+
+    def __post_init__(self) -> None:
+        self.started_at = canonical_datetime(self.started_at)
+        if self.ended_at is not None:
+            self.ended_at = canonical_datetime(self.ended_at)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -503,6 +582,11 @@ class ToolExecution:
     answers: PartRef | None = None
     decided_by: int | None = None
     pairing: Literal["call_id", "name_and_args", "preceding_lm_call"] | None = None
+
+    def __post_init__(self) -> None:
+        self.started_at = canonical_datetime(self.started_at)
+        if self.ended_at is not None:
+            self.ended_at = canonical_datetime(self.ended_at)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -537,6 +621,9 @@ class EvaluateCall:
 
     def __post_init__(self) -> None:
         self.score = decimal_number(self.score)
+        self.started_at = canonical_datetime(self.started_at)
+        if self.ended_at is not None:
+            self.ended_at = canonical_datetime(self.ended_at)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -553,6 +640,11 @@ class CompileCall:
     program_class: str | None = None
     student_fingerprint: str | None = None
     program_fingerprint: str | None = None
+
+    def __post_init__(self) -> None:
+        self.started_at = canonical_datetime(self.started_at)
+        if self.ended_at is not None:
+            self.ended_at = canonical_datetime(self.ended_at)
 
 
 Call = Union[ModuleCall, LMCall, ToolExecution, EvaluateCall, CompileCall]

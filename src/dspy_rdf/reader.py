@@ -175,6 +175,7 @@ class _Graph:
             ended_at=self.literal(iri, p, "ended_at", v.XSD_DATETIME),
             redactions=self.json(iri, p, "redactions", default=dict),
             losses=self.json(iri, p, "losses", default=list),
+            content_digest=self.string(iri, p, "content_digest"),
         )
         trace.entries = [self.entry(c) for c in self.children(iri, p, "entries")]
         if (req := self.child(iri, p, "request")) is not None:
@@ -224,8 +225,11 @@ class _Graph:
             "error": self.string(iri, p, "error"),
         }
         if kind == "ModuleCall":
+            usage = self.child(iri, p, "usage")
             return m.ModuleCall(
                 module_class=self.string(iri, p, "module_class", required=True),
+                module_class_path=self.string(iri, p, "module_class_path"),
+                usage=None if usage is None else self.usage(usage),
                 input_summary=self.json(iri, p, "input_summary"),
                 output_summary=self.json(iri, p, "output_summary"),
                 tool_calls=[self.part(c) for c in self.children(iri, p, "tool_calls")],
@@ -417,16 +421,8 @@ class _Graph:
             )
         if not outputs:
             raise self.error(iri, v.slot_iri("outputs"), "a response needs at least one output")
-        usage = None
-        if (u := self.child(iri, p, "usage")) is not None:
-            up = self.node(u, "LMUsage")
-            self.check_slots(u, up, _USAGE_SLOTS)
-            usage = m.LMUsage(
-                **{name: self.integer(u, up, name) for name in m.USAGE_TOKEN_FIELDS},
-                details=self.json(u, up, "details", default=dict),
-                metadata=self.json(u, up, "metadata"),
-                extra_fields=self.json(u, up, "extra_fields", default=dict),
-            )
+        u = self.child(iri, p, "usage")
+        usage = None if u is None else self.usage(u)
         return m.LMResponse(
             outputs=outputs,
             model=self.string(iri, p, "model"),
@@ -436,6 +432,16 @@ class _Graph:
             response_id=self.string(iri, p, "response_id"),
             provider_data=self.json(iri, p, "provider_data", default=dict),
             metadata=self.json(iri, p, "metadata", default=dict),
+        )
+
+    def usage(self, iri: str) -> m.LMUsage:
+        p = self.node(iri, "LMUsage")
+        self.check_slots(iri, p, _USAGE_SLOTS)
+        return m.LMUsage(
+            **{name: self.integer(iri, p, name) for name in m.USAGE_TOKEN_FIELDS},
+            details=self.json(iri, p, "details", default=dict),
+            metadata=self.json(iri, p, "metadata"),
+            extra_fields=self.json(iri, p, "extra_fields", default=dict),
         )
 
     def part(self, iri: str) -> m.LMPart:
@@ -503,10 +509,11 @@ class _Graph:
 # Derived facts (schema subset ``derived``) are allowed and ignored: the writer recomputes them from the trace.
 _DERIVED_TRACE_SLOTS = frozenset(
     {"lm_call_count", "message_count", "tool_call_count", "tool_result_count", "tool_execution_count"}
-    | {"input_tokens_total", "output_tokens_total", "cost_total", "usage_summaries"}
+    | {"usage_call_count", "priced_call_count", "input_tokens_total", "output_tokens_total", "cost_total", "usage_summaries"}
+    | {"framework_tools"}
 )
 _TRACE_SLOTS = frozenset(
-    {"source_kind", "source_format", "source_index", "source_trace_id", "dspy_version", "entries", "request", "response"}
+    {"source_kind", "source_format", "source_index", "source_trace_id", "content_digest", "dspy_version", "entries", "request", "response"}
     | {"messages", "parts", "calls", "started_at", "ended_at", "redactions", "losses"}
     | _DERIVED_TRACE_SLOTS
 )
@@ -514,7 +521,9 @@ _CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "durati
 # ToolExecution's tool_name is derived too (its tool call's name) and ignored.
 _SUBTREE_TOTALS = {"subtree_lm_calls", "subtree_input_tokens", "subtree_output_tokens", "subtree_cost"}  # derived: ignored
 _CALL_SLOTS = {
-    "ModuleCall": frozenset({*_CALL_COMMON, "module_class", "input_summary", "output_summary", "tool_calls", "returned_tool_calls"}),
+    "ModuleCall": frozenset(
+        {*_CALL_COMMON, "module_class", "module_class_path", "input_summary", "output_summary", "tool_calls", "returned_tool_calls", "usage"}
+    ),
     "LMCall": frozenset({*_CALL_COMMON, "model", "entry"}),
     "ToolExecution": frozenset({*_CALL_COMMON, "tool_call", "tool_name", "tool_result", "answers", "decided_by", "pairing"}),
     "EvaluateCall": frozenset(

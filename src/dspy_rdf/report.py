@@ -31,8 +31,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspy_rdf.analytics import QueryResult, get_query, run_query
+from dspy_rdf.analytics import UNKNOWN, QueryResult, get_query, run_query
 from dspy_rdf.errors import ReportError
+from dspy_rdf.identity import key_of_iri
 from dspy_rdf.redact import DEFAULT_REDACTOR
 from dspy_rdf.store import TraceStore
 
@@ -196,13 +197,13 @@ class ReportSection:
 
 
 def trace_label(iri: str) -> str:
-    """A short name of a trace for a chart: ``trace`` and the first 12 hex digits of its content hash.
+    """A short name of a trace for a chart: ``trace`` and the first 12 hex digits of its key.
 
-    >>> trace_label("urn:dspy-rdf:trace:sha256-391fbab9d0c5a2a3b5b547a1d33b50")
+    >>> trace_label("urn:dspy-rdf:trace:run-391fbab9d0c5a2a3b5b547a1d33b50aa")
     'trace 391fbab9d0c5'
     """
-    _, found, digest = iri.rpartition("sha256-")
-    return f"trace {digest[:12]}" if found else iri
+    key = key_of_iri(iri)
+    return f"trace {key.rpartition('-')[2][:12]}" if key is not None else iri
 
 
 def _time(text: Any) -> str:
@@ -271,7 +272,8 @@ def _label(text: Any, width: int = 60) -> str:
 
 def chart_for(section: ReportSection, result: QueryResult) -> Chart | None:
     """The chart of ``section`` from the rows of its query (the first :data:`MAX_BARS`); None when it has no chart
-    or no rows. Values are the query's (0 for an unbound one), rates in percent; labels are redacted."""
+    or no rows. Values are the query's (no bar for an unbound one; a panel says for how many rows its quantity is
+    unknown), rates in percent; labels are redacted."""
     if section.label is None or not result.rows:
         return None
     records = result.records()[:MAX_BARS]
@@ -279,8 +281,13 @@ def chart_for(section: ReportSection, result: QueryResult) -> Chart | None:
     def values(column: str, unit: str) -> tuple[float, ...]:
         return tuple((0 if r[column] is None else r[column]) * (100 if unit == "%" else 1) for r in records)
 
+    def unknown_in(quantity: str, columns: tuple[str, ...]) -> str:
+        """A panel's quantity, saying for how many bars the traces do not know it (drawn as no bar, never as 0)."""
+        count = sum(1 for r in records if any(r[c] is None and c in result.unknown for c in columns))
+        return f"{quantity} (unknown for {count} of {len(records)})" if count else quantity
+
     panels = tuple(
-        Panel(quantity, unit, tuple(Series(column.replace("_", " "), values(column, unit)) for column in columns))
+        Panel(unknown_in(quantity, columns), unit, tuple(Series(column.replace("_", " "), values(column, unit)) for column in columns))
         for quantity, unit, columns in section.panels
     )
     highlighted = tuple(bool(r[section.highlight]) for r in records) if section.highlight else ()
@@ -360,7 +367,7 @@ def _table(result: QueryResult) -> str:
     head = "".join(f"<th{' class=n' if n else ''}>{html.escape(_header(c))}</th>" for c, n in zip(result.columns, numeric))
 
     def cell(column: str, value: Any, number: bool) -> str:
-        text = format_value(column, value)
+        text = UNKNOWN if value is None and column in result.unknown else format_value(column, value)
         text = text if len(text) <= 300 else text[:299] + "…"
         kind = " class=n" if number else " class=l" if len(text) > 30 else " class=s"  # long text (IRIs) may break anywhere
         return f"<td{kind}>{html.escape(text)}</td>"
@@ -395,7 +402,11 @@ def _page(store: TraceStore) -> tuple[str, dict[str, bytes]]:
         content = _table(result) if result.rows else "<p>No rows.</p>"
         question = html.escape(get_query(section.query).question)
         sections.append(f"<section><h2>{html.escape(section.title)}</h2><p class=q>{question}</p>{picture}{content}</section>")
-    summary = "".join(f"<tr><th>{html.escape(k.replace('_', ' '))}</th><td class=n>{v:,}</td></tr>" for k, v in store.stats().items())
+    counts = {k: v for k, v in store.stats().items() if k != "to_migrate" or v}
+    summary = "".join(
+        f"<tr><th>{html.escape(k.replace('_', ' '))}</th><td class=n>{UNKNOWN if v is None else html.escape(format_value(k, v))}</td></tr>"
+        for k, v in counts.items()
+    )
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     location = html.escape(DEFAULT_REDACTOR.redact_text(store.location))
     page = f"""<!doctype html>

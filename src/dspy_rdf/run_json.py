@@ -13,7 +13,7 @@ from typing import Any
 
 from dspy_rdf.sources import dspy33
 from dspy_rdf import model as m
-from dspy_rdf.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
+from dspy_rdf.fields import check_datetime, check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.errors import TraceInputError
 
 __all__ = ["call_from_json", "call_to_json", "run_from_json", "run_to_json"]
@@ -23,7 +23,7 @@ _COMMON = ("call", "started_at", "ended_at", "dspy_call_id", "parent_call", "err
 _EVALUATE_FIELDS = ("metric", "program_class", "program_fingerprint")
 _COMPILE_FIELDS = ("program_class", "student_fingerprint", "program_fingerprint")
 _KEYS = {
-    "module": frozenset({*_COMMON, "module_class", "input_summary", "output_summary", "tool_calls", "returned_tool_calls"}),
+    "module": frozenset({*_COMMON, "module_class", "module_class_path", "input_summary", "output_summary", "tool_calls", "returned_tool_calls", "usage"}),
     "lm": frozenset({*_COMMON, "model", "entry"}),
     "tool": frozenset({*_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
     "evaluate": frozenset({*_COMMON, *_EVALUATE_FIELDS, "devset_size", "score", "example_results"}),
@@ -77,6 +77,10 @@ def call_to_json(call: m.Call) -> dict[str, Any]:
         )
         if call.returned_tool_calls:
             out["returned_tool_calls"] = [_ref_json(ref) for ref in call.returned_tool_calls]
+        if call.module_class_path is not None:
+            out["module_class_path"] = call.module_class_path
+        if call.usage is not None:
+            out["usage"] = dspy33.usage_to_json(call.usage)
     elif isinstance(call, m.EvaluateCall):
         out.update({name: getattr(call, name) for name in _EVALUATE_FIELDS})
         out.update(
@@ -129,8 +133,8 @@ def run_from_json(value: Any, path: str = "") -> m.Trace:
         source_format=source_format,
         dspy_version=get_str(d, "dspy_version", "run"),
         source_trace_id=get_str(d, "source_trace_id", "run"),
-        started_at=get_str(d, "started_at", "run"),
-        ended_at=get_str(d, "ended_at", "run"),
+        started_at=_time(d, "started_at", "run"),
+        ended_at=_time(d, "ended_at", "run"),
         calls=calls,
         redactions=redactions_from_json(d.get("redactions"), "redactions"),
         losses=losses_from_json(d.get("losses"), "losses"),
@@ -162,6 +166,12 @@ def redactions_from_json(value: Any, path: str) -> dict[str, int]:
     return dict(d)
 
 
+def _time(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
+    """A date-time field, in its canonical form."""
+    value = get_str(d, key, path, required=required)
+    return None if value is None else check_datetime(value, f"{path}.{key}")
+
+
 def _index(d: dict[str, Any], key: str, path: str, count: int) -> int | None:
     value = get_int(d, key, path)
     if value is not None and not 0 <= value < count:
@@ -177,8 +187,8 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
         raise TraceInputError(f"unknown call type {kind!r}; expected one of {', '.join(_KEYS)}", field=f"{path}.call")
     check_keys(d, _KEYS[kind], path, f"a {kind} call")
     common: dict[str, Any] = {
-        "started_at": get_str(d, "started_at", path, required=True),
-        "ended_at": get_str(d, "ended_at", path),
+        "started_at": _time(d, "started_at", path, required=True),
+        "ended_at": _time(d, "ended_at", path),
         "dspy_call_id": get_str(d, "dspy_call_id", path),
         "parent_call": _index(d, "parent_call", path, count),
         "error": get_str(d, "error", path),
@@ -186,6 +196,8 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
     if kind == "module":
         return m.ModuleCall(
             module_class=get_str(d, "module_class", path, required=True),
+            module_class_path=get_str(d, "module_class_path", path),
+            usage=None if d.get("usage") is None else dspy33.usage_from_json(d["usage"], f"{path}.usage"),
             input_summary=d.get("input_summary"),
             output_summary=d.get("output_summary"),
             tool_calls=[dspy33.part_from_json(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(get_list(d, "tool_calls", path))],

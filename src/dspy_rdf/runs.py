@@ -12,8 +12,8 @@ the rest, later: when a ``MemorySink``'s traces are read, in a sink's writer pro
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from dspy_rdf import model as m
@@ -82,7 +82,7 @@ def loss_note(trace: m.Trace) -> str | None:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+    return m.utc_datetime(seconds)
 
 
 def _calls(run: RecordedRun) -> list[m.Call]:
@@ -105,7 +105,7 @@ def _call(record: dict[str, Any], started_at: str, ended_at: str | None) -> m.Ca
     kind = record["call"]
     if kind == "module":
         return m.ModuleCall(
-            module_class=record["module_class"], input_summary=record.get("input_summary"),
+            module_class=record["module_class"], module_class_path=record.get("module_class_path"), input_summary=record.get("input_summary"),
             output_summary=record.get("output_summary"), **common,
         )  # fmt: skip
     if kind == "lm":
@@ -148,10 +148,24 @@ def _built(run: RecordedRun) -> m.Trace:
     losses = list(run.losses)
     calls = _calls(run)
     for index, data in run.entries.items():
-        calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
+        entry = calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
+        if entry is not None:
+            entry.timestamp = _in_utc(entry.timestamp)
     _link_returned_tool_calls(calls, run.returned)
     pair_tool_executions(calls, run.starts, run.ends)
     return _trace(run, calls, losses)
+
+
+def _in_utc(timestamp: str) -> str:
+    """A history entry's time in UTC: DSPy writes the local time of the program without an offset, and the program's
+    machine (whose time zone this process shares) knows which one it was, so that the entries of a recorded run fall
+    on the same days as its calls and as the same run imported from spans."""
+    if timestamp.endswith("Z"):
+        return timestamp
+    try:
+        return m.format_datetime(datetime.fromisoformat(timestamp).astimezone())  # a naive time is local time
+    except (ValueError, OverflowError, OSError):
+        return timestamp
 
 
 def _bare(run: RecordedRun, why: str) -> m.Trace:

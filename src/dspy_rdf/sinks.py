@@ -15,7 +15,7 @@ import pickle
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import DspyRdfError
@@ -26,16 +26,70 @@ from dspy_rdf.runs import RecordedRun, build_trace, loss_note
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
 
-__all__ = ["FileSink", "MemorySink", "Sink", "StoreSink"]
+__all__ = ["FileSink", "MemorySink", "Sink", "StoreSink", "as_sink"]
 
 logger = logging.getLogger(__name__)
 
 
-class Sink(Protocol):
-    """Where finished runs go."""
+class Sink:
+    """Where a :class:`~dspy_rdf.capture.TraceRecorder` puts finished runs: the contract every sink follows, built-in
+    or a user's own (subclass it and implement :meth:`write`; a plain object with a ``write(trace)`` method is taken
+    too, as if it subclassed this).
 
-    def write(self, trace: m.Trace) -> None:
-        """Store one finished run."""
+    A recorder hands each finished run to :meth:`write` as its :class:`~dspy_rdf.model.Trace`, or, for a sink whose
+    :attr:`builds_runs` is true, as the plain record the recorder kept (:class:`~dspy_rdf.runs.RecordedRun`), which
+    the sink builds into its trace later or elsewhere (:func:`~dspy_rdf.runs.build_trace`), so that the program pays
+    only for recording. A sink that writes later tells the recorder through the two callbacks the recorder sets:
+    :attr:`on_failure` for a run it could not write, :attr:`on_losses` for what building a run noted.
+    """
+
+    builds_runs: bool = False
+    """Whether :meth:`write` takes runs as recorded and builds them itself."""
+    on_failure: Callable[[m.Trace | RecordedRun, str], None] | None = None
+    """Set by the recorder: called with each run the sink could not write and why; the recorder keeps the run."""
+    on_losses: Callable[[str], None] | None = None
+    """Set by the recorder: called with one line for each run built here whose values were not all kept exactly."""
+
+    def write(self, run: m.Trace | RecordedRun) -> None:
+        """Keep one finished run; raising keeps it in the recorder's ``unwritten``."""
+        raise NotImplementedError
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every run handed over is written; False on timeout."""
+        return True
+
+    def close(self) -> None:
+        """Write what is pending and release what the sink holds."""
+
+
+class _PlainSink(Sink):
+    """A user's object with a ``write(trace)`` method (and maybe ``flush``, ``close``), as a :class:`Sink`."""
+
+    def __init__(self, target: Any) -> None:
+        if not callable(getattr(target, "write", None)):
+            raise TypeError(f"a sink needs a write(trace) method; {type(target).__name__} has none")
+        self.target = target
+        self.builds_runs = bool(getattr(target, "builds_runs", False))
+
+    def __repr__(self) -> str:
+        return repr(self.target)
+
+    def write(self, run: m.Trace | RecordedRun) -> None:
+        self.target.write(run)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        flush = getattr(self.target, "flush", None)
+        return True if flush is None else bool(flush(timeout))
+
+    def close(self) -> None:
+        close = getattr(self.target, "close", None)
+        if close is not None:
+            close()
+
+
+def as_sink(target: Any) -> Sink:
+    """``target`` as a :class:`Sink`: itself when it is one, else its ``write`` (``flush``, ``close``) wrapped."""
+    return target if isinstance(target, Sink) else _PlainSink(target)
 
 
 def _tell(on_losses: Callable[[str], None] | None, note: str) -> None:
@@ -46,7 +100,7 @@ def _tell(on_losses: Callable[[str], None] | None, note: str) -> None:
         logger.warning("dspy-rdf: %s", note)
 
 
-class MemorySink:
+class MemorySink(Sink):
     """Keeps finished runs in :attr:`traces` (for notebooks and tests).
 
     A run is handed over as the recorder noted it (plain data, see :class:`~dspy_rdf.runs.RecordedRun`) and built into
@@ -104,7 +158,7 @@ class MemorySink:
         self.flush()
 
 
-class _Background:
+class _Background(Sink):
     """What FileSink and StoreSink share: writing in a process of their own (:mod:`dspy_rdf.background`) unless told
     not to. A run comes as a trace, or as the recorder noted it (a :class:`~dspy_rdf.runs.RecordedRun`, built into
     its trace where it is written). Two callbacks the recorder sets: ``on_failure(run, reason)`` receives each run that
@@ -233,6 +287,9 @@ class FileSink(_Background):
         options = {"path": str(self.path.resolve()), "base": self.base, "redactor": redactor, "background": False}
         self._start(("dspy_rdf.sinks:FileSink", options), background)
 
+    def __repr__(self) -> str:
+        return f"FileSink({str(self.path)!r})"
+
     def _synchronous(self) -> FileSink:
         return FileSink(self.path, base=self.base, redactor=self.redactor, background=False)
 
@@ -291,6 +348,13 @@ class StoreSink(_Background):
         self._start(("dspy_rdf.sinks:StoreSink", options), background and not given)
         if self._writer is None and not given:
             self.store = open_store(target)
+
+    def __repr__(self) -> str:
+        where = str(self._target) if self._target is not None else str(getattr(self.store, "location", "a store"))
+        scheme, sep, rest = where.partition("://")
+        if sep and "@" in rest.partition("/")[0]:  # never show credentials given in a URL
+            where = f"{scheme}://***@{rest.split('@', 1)[1]}"
+        return f"StoreSink({where!r})"
 
     def _synchronous(self) -> StoreSink:
         return StoreSink(self._target, base=self.base, redactor=self.redactor, background=False)

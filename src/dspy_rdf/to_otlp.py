@@ -160,15 +160,7 @@ def _lm(call: m.LMCall, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
     attrs["gen_ai.response.id"] = response.response_id
     if response.model != request.model:
         attrs["gen_ai.response.model"] = response.model
-    usage = response.usage
-    if usage is not None:
-        attrs.update({
-            "gen_ai.usage.input_tokens": usage.input_tokens,
-            "gen_ai.usage.output_tokens": usage.output_tokens,
-            "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
-            "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
-            "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
-        })
+    attrs.update(_usage_attributes(response.usage))
     if not synthetic:
         attrs[OWN + "entry.uuid"] = entry.uuid
         attrs[OWN + "entry.timestamp"] = entry.timestamp
@@ -176,6 +168,19 @@ def _lm(call: m.LMCall, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
         if filled:
             attrs[OWN + "entry.filled"] = _json(filled)
     return f"{operation} {model}", _CLIENT, attrs
+
+
+def _usage_attributes(usage: m.LMUsage | None) -> dict[str, Any]:
+    """A usage as ``gen_ai.usage.*`` attributes."""
+    if usage is None:
+        return {}
+    return {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+        "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
+    }
 
 
 def _answered_call_id(calls: list[m.Call], execution: m.ToolExecution) -> str | None:
@@ -211,7 +216,8 @@ def _span_content(calls: list[m.Call], call: m.Call, synthetic: bool) -> tuple[s
             attrs["gen_ai.tool.call.result"] = _json(result.result)
         return f"execute_tool {call.tool_call.name}", _INTERNAL, attrs
     if isinstance(call, m.ModuleCall):
-        attrs = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": call.module_class}
+        attrs = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": call.module_class, OWN + "module_class_path": call.module_class_path}
+        attrs.update(_usage_attributes(call.usage))
         for key, value in (("input", call.input_summary), ("output", call.output_summary)):
             if value is not None:
                 attrs[f"{key}.value"] = _json(value)
@@ -290,6 +296,8 @@ def differences(before: Any, after: Any, path: str = "") -> list[str]:
     if dataclasses.is_dataclass(before) and type(before) is type(after):
         out = []
         for f in dataclasses.fields(before):
+            if not f.compare:  # what a trace was read with (its stored digest), not what it holds
+                continue
             out += differences(getattr(before, f.name), getattr(after, f.name), f"{path}.{f.name}" if path else f.name)
         return out
     if (

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from dspy_rdf import model as m
 from dspy_rdf import vocab as v
 from dspy_rdf.errors import TraceInputError
-from dspy_rdf.identity import DEFAULT_BASE, check_base, key_from_payload, trace_payload
+from dspy_rdf.identity import DEFAULT_BASE, check_base, content_digest, content_payload, trace_key
 
 if TYPE_CHECKING:
     from dspy_rdf.redact import Redactor
 
-__all__ = ["part_ref_iri", "stored_form", "trace_lines", "traces_to_nquads"]
+__all__ = ["part_ref_iri", "stored_form", "trace_lines"]
 
 
 def _iri(value: str) -> str:
@@ -122,11 +122,12 @@ class _UsageGroup:
     """The LM calls of one trace that requested one model on one day (a ``UsageSummary``); sums stay None until a
     response reports the value."""
 
-    __slots__ = ("calls", "priced", "input_tokens", "output_tokens", "total_tokens", "cost")
+    __slots__ = ("calls", "priced", "counted", "input_tokens", "output_tokens", "total_tokens", "cost")
 
     def __init__(self) -> None:
         self.calls = 0
         self.priced = 0
+        self.counted = 0  # calls whose token usage is known
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.total_tokens: int | None = None
@@ -139,19 +140,45 @@ class _UsageGroup:
         if response.cost is not None:
             self.priced += 1
             self.cost = _exact(response.cost) if self.cost is None else self.cost + _exact(response.cost)
-        if (u := response.usage) is not None:
-            if u.input_tokens is not None:
-                self.input_tokens = (self.input_tokens or 0) + u.input_tokens
-            if u.output_tokens is not None:
-                self.output_tokens = (self.output_tokens or 0) + u.output_tokens
-            if u.total_tokens is not None:
-                self.total_tokens = (self.total_tokens or 0) + u.total_tokens
+        if _knows_tokens(response.usage):
+            self.count(response.usage, 1)
+
+    def count(self, u: m.LMUsage, calls: int) -> None:
+        """Add the tokens of ``calls`` LM calls, reported together in ``u``."""
+        self.counted += calls
+        if u.input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + u.input_tokens
+        if u.output_tokens is not None:
+            self.output_tokens = (self.output_tokens or 0) + u.output_tokens
+        if u.total_tokens is not None:
+            self.total_tokens = (self.total_tokens or 0) + u.total_tokens
+
+
+def _knows_tokens(u: m.LMUsage | None) -> bool:
+    """Whether a usage reports how many tokens a call took (an ``LMUsage`` with no count says nothing)."""
+    return u is not None and (u.input_tokens is not None or u.output_tokens is not None or u.total_tokens is not None)
+
+
+_FRAMEWORK_TOOLS = {"ReAct": "finish", "CodeAct": "finish", "ReActV2": "submit"}
+"""The tool each of DSPy's agent modules adds itself (see the schema's ``framework_tools``)."""
+
+
+def framework_tools(trace: m.Trace) -> list[str]:
+    """The names of the tools DSPy's own modules added in this trace (see the schema's ``framework_tools``)."""
+    names = {_FRAMEWORK_TOOLS[call.module_class] for call in trace.calls if isinstance(call, m.ModuleCall) and call.module_class in _FRAMEWORK_TOOLS}
+    if trace.source_format == "react_trajectory":
+        names.add("finish")
+    elif trace.source_format == "dspy_history" and any(
+        part.part_type == "tool_call" and part.name == "submit" for message in trace.messages for part in message.parts
+    ):
+        names.add("submit")  # a dspy.ReActV2 trajectory (its own submit tool ends it)
+    return sorted(names)
 
 
 class _Writer:
     __slots__ = (
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
-        "subtrees", "executions", "unasked_executions",
+        "subtrees", "executions", "unasked_executions", "usage_calls", "priced_calls", "framework", "counted_parts",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -169,14 +196,21 @@ class _Writer:
         self.subtrees: list[tuple[int, str]] = []  # (position, node) of the calls whose descendants are totalled
         self.executions = 0
         self.unasked_executions = 0
+        self.usage_calls = 0  # LM calls whose token usage is known
+        self.priced_calls = 0  # LM calls whose cost is known
+        self.framework: frozenset[str] = frozenset()  # the tools DSPy's own modules added, not counted as the program's
+        self.counted_parts: dict[str | None, int] = {}  # call id -> tool-call parts of the program's own tools
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
-    def trace(self, trace: m.Trace, iri: str) -> None:
+    def trace(self, trace: m.Trace, iri: str, digest: str) -> None:
         add = self.out.append
         t = self.tail
         s = _iri(iri)
+        own_tools = framework_tools(trace)
+        self.framework = frozenset(own_tools)
         add(f"{s} {_TYPE} {C['Trace']}{t}")
+        add(f"{s} {P.content_digest} {_s(digest)}{t}")
         add(f"{s} {P.source_kind} {_s(trace.source_kind)}{t}")
         add(f"{s} {P.source_format} {_s(trace.source_format)}{t}")
         if trace.source_index is not None:
@@ -200,6 +234,8 @@ class _Writer:
             self.call(call, iri, i, s)
         if self.subtrees:
             self.subtree_totals(trace.calls)
+        if any(isinstance(call, m.ModuleCall) and _knows_tokens(call.usage) for call in trace.calls):
+            self.module_usage(trace.calls)
         for i, entry in enumerate(trace.entries):
             child = f"{iri}/entry/{i}"
             add(f"{s} {P.entries} <{child}>{t}")
@@ -214,15 +250,52 @@ class _Writer:
             self.lm_calls += 1
         if trace.request is not None:
             self.count_usage(trace.request.model, None, trace.response)
+        elif trace.response is not None:
+            self.count_response(trace.response)
+        for name in own_tools:
+            add(f"{s} {P.framework_tools} {_s(name)}{t}")
         self.derived(s, iri)
 
     def count_usage(self, model: str, timestamp: str | None, response: m.LMResponse | None) -> None:
-        """Add one LM call to its (model, day) group of the trace's usage summaries."""
+        """Add one LM call to its (model, day) group of the trace's usage summaries, and its usage and cost, when
+        known, to the trace's counts of the calls they are known for."""
         day = timestamp.partition("T")[0] if timestamp is not None else None
         group = self.usage.get((model, day))
         if group is None:
             group = self.usage[(model, day)] = _UsageGroup()
         group.add(response)
+        if response is not None:
+            self.count_response(response)
+
+    def count_response(self, response: m.LMResponse) -> None:
+        """Count a response whose usage or cost is known (a call whose model is unknown has no usage group)."""
+        if response.cost is not None:
+            self.priced_calls += 1
+        if _knows_tokens(response.usage):
+            self.usage_calls += 1
+
+    def module_usage(self, calls: list[m.Call]) -> None:
+        """The usage a recorder reported for a module call as a whole (MLflow's autolog: the top-level module only)
+        counts for the LM calls below it, when none of them reports its own: in the trace's totals, and in their
+        usage group when they all fall in one (a group of several models or days cannot split it)."""
+        covered_by: set[int] = set()
+        for index, call in enumerate(calls):
+            if not isinstance(call, m.ModuleCall) or not _knows_tokens(call.usage) or index in covered_by:
+                continue
+            # the calls it counts for: those below that returned (one that raised took no tokens DSPy could count)
+            below = [i for i, c in enumerate(calls) if isinstance(c, m.LMCall) and c.error is None and i != index and _below(calls, i, index)]
+            if not below or any(_knows_tokens(calls[i].entry.response.usage) for i in below if calls[i].entry is not None):
+                continue
+            covered_by.update(i for i, c in enumerate(calls) if _below(calls, i, index))  # an inner module's is part of it
+            u = call.usage
+            self.usage_calls += len(below)
+            if u.input_tokens is not None:
+                self.input_tokens = (self.input_tokens or 0) + u.input_tokens
+            if u.output_tokens is not None:
+                self.output_tokens = (self.output_tokens or 0) + u.output_tokens
+            groups = {_group_key(calls[i]) for i in below}
+            if len(groups) == 1 and (key := groups.pop()) in self.usage:
+                self.usage[key].count(u, len(below))
 
     def subtree_totals(self, calls: list[m.Call]) -> None:
         """The derived totals of the LM calls below each evaluation and compilation of a program run."""
@@ -248,10 +321,12 @@ class _Writer:
         add(f"{s} {P.message_count} {_int(self.messages)}{t}")
         # tool calls as users count them: parts sharing a call id are one call (a call replayed in a conversation),
         # and an execution that answers no part (ReAct asks in text fields) is a call of its own
-        parts = sum(1 if call_id is not None else len(nodes) for call_id, nodes in self.tool_calls.items())
+        parts = sum(1 if call_id is not None else count for call_id, count in self.counted_parts.items())
         add(f"{s} {P.tool_call_count} {_int(parts + self.unasked_executions)}{t}")
         add(f"{s} {P.tool_result_count} {_int(len(self.tool_results))}{t}")
         add(f"{s} {P.tool_execution_count} {_int(self.executions)}{t}")
+        add(f"{s} {P.usage_call_count} {_int(self.usage_calls)}{t}")
+        add(f"{s} {P.priced_call_count} {_int(self.priced_calls)}{t}")
         if self.input_tokens is not None:
             add(f"{s} {P.input_tokens_total} {_int(self.input_tokens)}{t}")
         if self.output_tokens is not None:
@@ -267,6 +342,7 @@ class _Writer:
                 add(f"{us} {P.summary_day} {_s(day)}{_DATE_DT}{t}")
             add(f"{us} {P.summary_lm_calls} {_int(group.calls)}{t}")
             add(f"{us} {P.summary_priced_calls} {_int(group.priced)}{t}")
+            add(f"{us} {P.summary_usage_calls} {_int(group.counted)}{t}")
             for slot, value in (
                 (P.summary_input_tokens, group.input_tokens),
                 (P.summary_output_tokens, group.output_tokens),
@@ -369,6 +445,11 @@ class _Writer:
             add(f"{s} {P.error} {_s(call.error)}{t}")
         if isinstance(call, m.ModuleCall):
             add(f"{s} {P.module_class} {_s(call.module_class)}{t}")
+            if call.module_class_path is not None:
+                add(f"{s} {P.module_class_path} {_s(call.module_class_path)}{t}")
+            if call.usage is not None:
+                add(f"{s} {P.usage} <{iri}/usage>{t}")
+                self.usage_node(call.usage, f"<{iri}/usage>")
             if call.input_summary is not None:
                 add(f"{s} {P.input_summary} {_j(call.input_summary)}{t}")
             if call.output_summary is not None:
@@ -414,11 +495,16 @@ class _Writer:
             if call.entry is not None:
                 add(f"{s} {P.entry} <{iri}/entry>{t}")
                 self.entry(call.entry, f"{iri}/entry", None)
+            else:  # it failed before DSPy recorded an entry: an LM call all the same, its usage and cost unknown
+                self.lm_calls += 1
+                if call.model is not None:
+                    self.count_usage(call.model, call.started_at, None)
         elif isinstance(call, m.ToolExecution):
-            self.executions += 1
-            if call.answers is None:
-                self.unasked_executions += 1
             tc = call.tool_call
+            if tc.name not in self.framework:
+                self.executions += 1
+                if call.answers is None:
+                    self.unasked_executions += 1
             cs = f"<{iri}/tool_call>"
             add(f"{s} {P.tool_call} {cs}{t}")
             add(f"{cs} {_TYPE} {C['ToolCall']}{t}")
@@ -551,21 +637,27 @@ class _Writer:
         if (u := r.usage) is not None:
             us = f"<{iri}/usage>"
             add(f"{s} {P.usage} {us}{t}")
-            add(f"{us} {_TYPE} {C['LMUsage']}{t}")
             if u.input_tokens is not None:
                 self.input_tokens = (self.input_tokens or 0) + u.input_tokens
             if u.output_tokens is not None:
                 self.output_tokens = (self.output_tokens or 0) + u.output_tokens
-            for name in m.USAGE_TOKEN_FIELDS:
-                value = getattr(u, name)
-                if value is not None:
-                    add(f"{us} {getattr(P, name)} {_int(value)}{t}")
-            if u.details:
-                add(f"{us} {P.details} {_j(u.details)}{t}")
-            if u.metadata is not None:
-                add(f"{us} {P.metadata} {_j(u.metadata)}{t}")
-            if u.extra_fields:
-                add(f"{us} {P.extra_fields} {_j(u.extra_fields)}{t}")
+            self.usage_node(u, us)
+
+    def usage_node(self, u: m.LMUsage, us: str) -> None:
+        """An ``LMUsage`` node (``us``: its IRI in N-Quads form)."""
+        add = self.out.append
+        t = self.tail
+        add(f"{us} {_TYPE} {C['LMUsage']}{t}")
+        for name in m.USAGE_TOKEN_FIELDS:
+            value = getattr(u, name)
+            if value is not None:
+                add(f"{us} {getattr(P, name)} {_int(value)}{t}")
+        if u.details:
+            add(f"{us} {P.details} {_j(u.details)}{t}")
+        if u.metadata is not None:
+            add(f"{us} {P.metadata} {_j(u.metadata)}{t}")
+        if u.extra_fields:
+            add(f"{us} {P.extra_fields} {_j(u.extra_fields)}{t}")
 
     def parts(self, parts: list[m.LMPart], iri: str, parent: str, slot: str = "parts", segment: str = "part") -> None:
         add = self.out.append
@@ -585,6 +677,8 @@ class _Writer:
                 add(f"{s} {P.text} {_s(part.text)}{t}")
             elif kind == "tool_call":
                 self.tool_calls.setdefault(part.call_id, []).append(s)
+                if part.name not in self.framework:
+                    self.counted_parts[part.call_id] = self.counted_parts.get(part.call_id, 0) + 1
                 add(f"{s} {P.name} {_s(part.name)}{t}")
                 if part.call_id is not None:
                     add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
@@ -652,6 +746,13 @@ def _below(calls: list[m.Call], index: int, ancestor: int) -> bool:
     return False
 
 
+def _group_key(call: m.LMCall) -> tuple[str | None, str | None]:
+    """The (model, day) usage group of an LM call of a run."""
+    if call.entry is not None:
+        return call.entry.request.model, call.entry.timestamp.partition("T")[0]
+    return call.model, call.started_at.partition("T")[0]
+
+
 def _score(value: float | int | bool) -> str:
     """A score as ``xsd:decimal`` (a boolean metric's value as 1 or 0)."""
     return _decimal(int(value) if isinstance(value, bool) else value, "score")
@@ -664,38 +765,49 @@ def part_ref_iri(trace_iri: str, ref: m.PartRef) -> str:
     return f"{trace_iri}/call/{ref.call}/entry/response/output/{ref.output}/part/{ref.part}"
 
 
-def stored_form(trace: m.Trace, *, base: str = DEFAULT_BASE, redactor: Redactor | None = None) -> tuple[str, m.Trace]:
-    """The IRI a trace is written under and the trace as it is written (its secrets removed by ``redactor``), without
-    writing it: what a store needs to tell whether it already holds the trace. The trace's canonical JSON, which the
-    IRI needs anyway, tells the redactor cheaply whether there can be any secret. Raises
+def stored_form(trace: m.Trace, *, base: str = DEFAULT_BASE, redactor: Redactor | None = None) -> tuple[str, m.Trace, str]:
+    """The IRI a trace is written under, the trace as it is written (its secrets removed by ``redactor``) and its
+    content digest, without writing it: what a store needs to tell whether it already holds the trace. The trace's
+    canonical JSON, which the digest needs anyway, tells the redactor cheaply whether there can be any secret. Raises
     :class:`TraceInputError` for a trace that cannot be written (see :func:`trace_lines`)."""
     with _unwritable(""):
-        payload = trace_payload(trace)
+        payload = content_payload(trace)
         if redactor is not None and redactor.may_hold_secrets(payload):
             redacted = redactor(trace)
             if redacted is not trace:
-                trace, payload = redacted, trace_payload(redacted)
-        return check_base(base) + key_from_payload(payload), trace
+                trace, payload = redacted, content_payload(redacted)
+        digest = content_digest(payload)
+        return check_base(base) + trace_key(trace, digest), trace, digest
 
 
 def trace_lines(
-    trace: m.Trace, *, base: str = DEFAULT_BASE, graph: bool = True, iri: str | None = None, redactor: Redactor | None = None
+    trace: m.Trace,
+    *,
+    base: str = DEFAULT_BASE,
+    graph: bool = True,
+    iri: str | None = None,
+    redactor: Redactor | None = None,
+    digest: str | None = None,
 ) -> tuple[str, list[str]]:
     """Write one trace as N-Quads lines (or N-Triples lines with ``graph=False``); return ``(trace IRI, lines)``.
 
-    With ``graph=True`` every quad is in the named graph whose name is the trace IRI. ``iri`` overrides the
-    content-derived trace IRI (used when reading back a graph whose IRI is already known, or given by
-    :func:`stored_form`). ``redactor`` removes secrets first (:mod:`dspy_rdf.redact`). A trace that cannot be
-    written (JSON nested deeper than Python writes, NaN or Infinity in a JSON value, an integer too long to write)
-    raises :class:`TraceInputError` naming it.
+    With ``graph=True`` every quad is in the named graph whose name is the trace IRI. ``iri`` overrides the trace's
+    own IRI (used when reading back a graph whose IRI is already known, or given by :func:`stored_form` with its
+    ``digest``). ``redactor`` removes secrets first (:mod:`dspy_rdf.redact`). A trace that cannot be written (JSON
+    nested deeper than Python writes, NaN or Infinity in a JSON value, an integer too long to write) raises
+    :class:`TraceInputError` naming it.
     """
     if iri is None:
-        iri, trace = stored_form(trace, base=base, redactor=redactor)
-    elif redactor is not None:
-        trace = redactor(trace)
+        iri, trace, digest = stored_form(trace, base=base, redactor=redactor)
+    else:
+        if redactor is not None:
+            trace = redactor(trace)
+        if digest is None:
+            with _unwritable(iri):
+                digest = content_digest(content_payload(trace))
     with _unwritable(iri):
         writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
-        writer.trace(trace, iri)
+        writer.trace(trace, iri, digest)
     return iri, writer.out
 
 
@@ -719,9 +831,3 @@ def _unwritable(iri: str) -> Iterator[None]:
         else:
             what = str(exc)
         raise TraceInputError(f"trace {iri}: {what}".replace(" :", ":")) from None
-
-
-def traces_to_nquads(traces: list[m.Trace], *, base: str = DEFAULT_BASE) -> str:
-    """Write traces as one N-Quads document, each trace in its own named graph."""
-    check_base(base)
-    return "".join(line for trace in traces for line in trace_lines(trace, base=base)[1])

@@ -283,11 +283,16 @@ def _payload(a: Attributes, mlflow_key: str, oi_key: str) -> Any:
     return None
 
 
-def module_facts(a: Attributes, name: str) -> tuple[str, Any, Any]:
-    """(module class, input summary, output summary) of a module span."""
+def module_facts(a: Attributes, name: str) -> tuple[str, Any, Any, m.LMUsage | None]:
+    """(module class, input summary, output summary, usage) of a module span; the usage is what the recorder reported
+    for the LM calls within the module as a whole (MLflow's autolog: on the top-level module only)."""
     workflow = a.text("gen_ai.workflow.name")
     module = workflow if workflow is not None else class_of(a.text("gen_ai.agent.name") or name)
-    return module, _payload(a, "mlflow.spanInputs", "input.value"), _payload(a, "mlflow.spanOutputs", "output.value")
+    if workflow is None and module == "generate_content" and _operation(a) == "generate_content":
+        # MLflow's GenAI translation names a span by the operation its span type maps to, and MLflow's DSPy autolog
+        # gives the LLM type to dspy.Predict modules only (an LM call has a model, and is an LM span)
+        module = "Predict"
+    return module, _payload(a, "mlflow.spanInputs", "input.value"), _payload(a, "mlflow.spanOutputs", "output.value"), _usage(a)
 
 
 # --- tools -----------------------------------------------------------------------------------------------------

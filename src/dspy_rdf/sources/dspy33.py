@@ -434,15 +434,19 @@ def request_to_json(request: m.LMRequest) -> dict[str, Any]:
     }
 
 
+def usage_to_json(u: m.LMUsage) -> dict[str, Any]:
+    """Write a model usage as DSPy 3.3 dumps an ``LMUsage`` (extras at the top level)."""
+    usage = _dump(u, m.USAGE_TOKEN_FIELDS)
+    usage["details"] = u.details
+    if u.metadata is not None:
+        usage["metadata"] = u.metadata
+    usage.update(u.extra_fields)
+    return usage
+
+
 def response_to_json(response: m.LMResponse) -> dict[str, Any]:
     """Write a model response as DSPy 3.3 dumps it."""
-    usage = None
-    if (u := response.usage) is not None:
-        usage = _dump(u, m.USAGE_TOKEN_FIELDS)
-        usage["details"] = u.details
-        if u.metadata is not None:
-            usage["metadata"] = u.metadata
-        usage.update(u.extra_fields)
+    usage = None if response.usage is None else usage_to_json(response.usage)
     return {
         "model": response.model,
         "outputs": [

@@ -122,15 +122,13 @@ def mlflow_value(value: Any, path: str) -> Any:
 
 
 def iso_from_ns(ns: int) -> str:
-    """Nanoseconds since the epoch as an ISO 8601 date-time in UTC, with no more fraction digits than it needs
-    (six for whole microseconds, as Python's ``isoformat`` writes them)."""
+    """Nanoseconds since the epoch as a canonical UTC date-time (:func:`~dspy_rdf.model.canonical_datetime`: to the
+    microsecond, what every store keeps)."""
     seconds, fraction = divmod(ns, 10**9)
     text = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    if fraction and fraction % 1000 == 0:
-        text += f".{fraction // 1000:06d}"
-    elif fraction:
-        text += f".{fraction:09d}"
-    return text + "+00:00"
+    if fraction // 1000:
+        text += "." + f"{fraction // 1000:06d}".rstrip("0")
+    return text + "Z"
 
 
 def ns_from_iso(text: str) -> int:
@@ -325,15 +323,23 @@ def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[di
         timestamp = iso_from_ns(span.end_ns if span.end_ns is not None else span.start_ns)
         facts = lm_facts(a, span.trace_id, span.span_id, timestamp)
         losses.extend(loss(f"span {span.span_id}", why) for why in facts.losses)
-        return m.LMCall(model=facts.model, entry=facts.entry, **common)
+        entry = facts.entry
+        if error is not None and entry is not None:
+            # as DSPy records it (and live capture): a call that raised has no history entry, and no response
+            losses.append(loss(f"span {span.span_id}", "the LM call failed: no history entry is kept for it (DSPy records none for a call that raised), so neither is the request the span holds"))
+            entry = None
+        return m.LMCall(model=facts.model, entry=entry, **common)
     if kind is CallKind.TOOL:
         facts = tool_facts(a, span.name)
         losses.extend(loss(f"span {span.span_id}", why) for why in facts.losses)
         failed = error is not None
         result = m.ToolResult(name=facts.name, result=None if failed else facts.result, is_error=failed, error=error)
         return m.ToolExecution(tool_call=m.ToolCall(name=facts.name, call_id=facts.call_id, args=facts.args), tool_result=result, **common)
-    module_class, inputs, outputs = module_facts(a, span.name)
-    return m.ModuleCall(module_class=module_class, input_summary=inputs, output_summary=outputs, **common)
+    module_class, inputs, outputs, usage = module_facts(a, span.name)
+    return m.ModuleCall(
+        module_class=module_class, module_class_path=a.text(OWN + "module_class_path"), input_summary=inputs, output_summary=outputs,
+        usage=usage, **common,
+    )  # fmt: skip
 
 
 def _pair_own(calls: list[m.Call], own: dict[int, tuple[str, str | None]]) -> None:

@@ -118,14 +118,30 @@ class EncodedTrace:
 
 STATS = {
     "traces": "traces (one per named graph)",
-    "lm_calls": "LM calls (history entries, and lone requests or responses)",
-    "tool_calls": "tool calls (tool-call parts, one per call id, plus tool executions no part asked for, as ReAct's)",
-    "tool_executions": "tool executions (dspy.Tool calls recorded in program runs)",
+    "lm_calls": "LM calls (history entries, failed calls of program runs, lone requests or responses)",
+    "tool_calls": "tool calls (tool-call parts, one per call id, plus tool executions no part asked for, as ReAct's; not DSPy's own finish and submit)",
+    "tool_executions": "tool executions (dspy.Tool calls recorded in program runs; not DSPy's own finish and submit)",
     "tool_results": "tool-result parts (results sent back to a model)",
     "messages": "messages (of every request)",
+    "usage_calls": "LM calls whose token usage is known",
+    "input_tokens": "input tokens (of those calls; unknown when none reports them)",
+    "output_tokens": "output tokens (of those calls; unknown when none reports them)",
+    "priced_calls": "LM calls whose cost is known",
+    "cost": "cost in US dollars (of those calls; unknown when none reports it)",
     "triples": "triples",
+    "to_migrate": "traces written by dspy-rdf 0.1.0 (run dspy-rdf migrate)",
 }
 """What :meth:`TraceStore.stats` counts, in words."""
+
+_STATS_SUMS = {
+    "lm_calls": "lm_call_count", "tool_calls": "tool_call_count", "tool_executions": "tool_execution_count",
+    "tool_results": "tool_result_count", "messages": "message_count", "usage_calls": "usage_call_count",
+    "input_tokens": "input_tokens_total", "output_tokens": "output_tokens_total", "priced_calls": "priced_call_count",
+    "cost": "cost_total",
+}  # fmt: skip
+"""The per-trace derived fact each sum of :meth:`TraceStore.stats` adds up."""
+_UNKNOWN_UNLESS = {"input_tokens": "usage_calls", "output_tokens": "usage_calls", "cost": "priced_calls"}
+"""Sums that are unknown (None), not 0, when no LM call reports them."""
 
 _VALUES_BATCH = 200
 """Graph names per ``VALUES`` block of a query."""
@@ -145,11 +161,11 @@ def encode_traces(
     seen: set[str] = set()
     for trace in traces:
         try:
-            iri, form = stored_form(trace, base=base, redactor=redactor)
+            iri, form, digest = stored_form(trace, base=base, redactor=redactor)
             if iri in seen:
                 continue
             seen.add(iri)
-            _, data = encode_trace(form, base=base, iri=iri)
+            _, data = encode_trace(form, base=base, iri=iri, digest=digest)
         except TraceInputError as exc:  # the message names the trace when its IRI could be computed
             yield "", str(exc)
             continue
@@ -282,16 +298,16 @@ class TraceStore(ABC):
         pending: list[EncodedTrace] = []
         size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
 
-        def encode(chunk: list[tuple[str, m.Trace]]) -> None:
+        def encode(chunk: list[tuple[str, m.Trace, str]]) -> None:
             """Encode the traces of a chunk the store does not hold yet, and queue full batches."""
             nonlocal pending, size, number, limit
-            stored = self._stored([iri for iri, _ in chunk])
-            for iri, form in chunk:
+            stored = self._stored([iri for iri, _, _ in chunk])
+            for iri, form, digest in chunk:
                 if iri in stored:
                     report.already_stored.append(iri)
                     continue
                 try:
-                    _, data = encode_trace(form, base=base, iri=iri)  # already redacted by stored_form
+                    _, data = encode_trace(form, base=base, iri=iri, digest=digest)  # already redacted by stored_form
                 except TraceInputError as exc:
                     report.failed.append((iri, str(exc)))
                     continue
@@ -307,19 +323,19 @@ class TraceStore(ABC):
             for _ in range(max(1, self.writer_threads)):
                 writers.append(pool.submit(writer))  # only submitted writers are waited for
             seen: set[str] = set()
-            chunk: list[tuple[str, m.Trace]] = []
+            chunk: list[tuple[str, m.Trace, str]] = []
             for trace in traces:
                 if failure:
                     break
                 try:
-                    iri, form = stored_form(trace, base=base, redactor=redactor)
+                    iri, form, digest = stored_form(trace, base=base, redactor=redactor)
                 except TraceInputError as exc:  # the message names the trace when its IRI could be computed
                     report.failed.append(("", str(exc)))
                     continue
                 if iri in seen:  # the same trace again in this input: written once
                     continue
                 seen.add(iri)
-                chunk.append((iri, form))
+                chunk.append((iri, form, digest))
                 if len(chunk) >= _LOOKUP_CHUNK:
                     encode(chunk)
                     chunk = []
@@ -426,20 +442,27 @@ class TraceStore(ABC):
             f"{{ SELECT ?g WHERE {{ GRAPH ?g {{ ?trace a <{v.class_iri('Trace')}> }} }} GROUP BY ?g HAVING (COUNT(DISTINCT ?trace) > 1) }}"
         )
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         """Counts over the trace graphs (:data:`STATS` says what each counts): the graphs :meth:`trace_iris` lists,
-        never a server's own graphs."""
+        never a server's own graphs. Tokens and cost are None (unknown) when no LM call reports them; ``to_migrate``
+        counts the traces written by dspy-rdf 0.1.0, which ``dspy-rdf migrate`` brings to this release's keys."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
-        query = f"""
-            SELECT (COUNT(?t) AS ?traces) (SUM(COALESCE(?lm, 0)) AS ?lm_calls) (SUM(COALESCE(?tc, 0)) AS ?tool_calls)
-                   (SUM(COALESCE(?te, 0)) AS ?tool_executions) (SUM(COALESCE(?tr, 0)) AS ?tool_results)
-                   (SUM(COALESCE(?msg, 0)) AS ?messages)
-            WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} UNION {{ ?g <{d}lm_call_count> ?lm }}
-                                UNION {{ ?g <{d}tool_call_count> ?tc }} UNION {{ ?g <{d}tool_execution_count> ?te }}
-                                UNION {{ ?g <{d}tool_result_count> ?tr }} UNION {{ ?g <{d}message_count> ?msg }} }} }}"""
+        sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in _STATS_SUMS)
+        scans = " ".join(f"UNION {{ ?g <{d}{fact}> ?{name}_v }}" for name, fact in _STATS_SUMS.items())
+        digests = f"UNION {{ ?g <{d}content_digest> ?digest }}"  # traces written before digests: to migrate
+        query = f"SELECT (COUNT(?t) AS ?traces) (COUNT(?digest) AS ?digested) {sums} WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} {scans} {digests} }} }}"
         [row] = self.select(query)["results"]["bindings"]
-        counts = {name: int(row[name]["value"]) if name in row else 0 for name in STATS if name != "triples"}
+        counts: dict[str, Any] = {"traces": int(row["traces"]["value"]) if "traces" in row else 0}
+        legacy = counts["traces"] - (int(row["digested"]["value"]) if "digested" in row else 0)
+        for name in _STATS_SUMS:
+            value = term_value(row.get(name))
+            counts[name] = 0 if value is None else value if name == "cost" else int(value)
+        for name, known in _UNKNOWN_UNLESS.items():
+            if counts[known] == 0:
+                counts[name] = None
+        if counts["cost"] is not None:
+            counts["cost"] = float(counts["cost"])
         # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
         # none; a server's own graphs), so that no scan joins each triple with its graph.
         triples = self._count_triples(None)
@@ -447,6 +470,7 @@ class TraceStore(ABC):
         holding = set(self._graphs_holding_dspy_nodes(others))
         triples -= self._count_triples([name for name in others if name not in holding])
         counts["triples"] = triples
+        counts["to_migrate"] = max(legacy, 0)
         return counts
 
     def _count_triples(self, graphs: list[str] | None) -> int:

@@ -145,8 +145,8 @@ class ValidationReport:
     (:attr:`untraced_graphs`).
 
     :attr:`conforms` is true when no result has severity Violation (warnings do not break a record);
-    :meth:`fails` applies another threshold. A report of nothing validated (:attr:`validated` is 0) conforms, as SHACL
-    says of an empty graph, but :meth:`fails` and the text say that nothing was checked.
+    :meth:`fails` applies another threshold. A report that validated no trace (nothing at all, or only triples outside
+    any trace) conforms, as SHACL says of an empty graph, but :meth:`fails` and the text say that no trace was found.
     """
 
     violations: tuple[Violation, ...]
@@ -172,12 +172,12 @@ class ValidationReport:
         return {s: found.get(s, 0) for s in Severity}
 
     def fails(self, threshold: Severity = Severity.VIOLATION) -> bool:
-        """Whether a result of ``threshold``'s severity or higher was found, or nothing was validated at all."""
-        return self.validated == 0 or any(x.severity.rank >= threshold.rank for x in self.violations)
+        """Whether a result of ``threshold``'s severity or higher was found, or no trace was validated at all."""
+        return not self.traces or any(x.severity.rank >= threshold.rank for x in self.violations)
 
     def __str__(self) -> str:
         if not self.violations:
-            return "conforms" if self.validated else "nothing validated"
+            return "conforms" if self.traces else "no trace validated"
         return "\n".join(str(x) for x in self.violations)
 
     def by_trace(self) -> dict[str | None, list[Violation]]:
@@ -191,6 +191,10 @@ class ValidationReport:
         """One line: what was validated and what was found."""
         if self.validated == 0:
             return "nothing validated: the input holds no traces (no triples, or none of the selected traces)"
+        if not self.traces:
+            found = f"{len(self.violations)} result(s) in them" if self.violations else "no result in them"
+            return (f"no trace found: the input holds {self.untraced_graphs} graph(s) of triples but no dspy:Trace node "
+                    f"(checked on their own: {found})")
         what = f"{len(self.traces)} trace(s)"
         if self.untraced_graphs:
             what += f" and {self.untraced_graphs} graph(s) of triples outside any trace"

@@ -4,7 +4,7 @@ Every rule relates nodes of one trace, so validating two traces as one graph wou
 trace "answering" a tool call of another with the same call id). Every input is therefore cut into traces first:
 
 - a named graph is one trace (a store keeps one trace per graph, named by its IRI), unless it holds several
-  ``dspy:Trace`` nodes: then it is cut like the default graph;
+  ``dspy:Trace`` nodes, or none: then it is cut like the default graph (with none, its triples are outside any trace);
 - the default graph (Turtle, N-Triples, or quads without a graph name) is cut by trace: a node belongs to the trace
   whose IRI its own IRI extends (``<trace>/entry/0/request``: the writer mints node IRIs so), and a node with no
   such IRI (a blank node, a hand-made IRI) to every trace that reaches it through its links; with one trace node,
@@ -158,7 +158,7 @@ class TraceGraphBuilder:
         if not triples:
             return
         traces = sum(1 for s, p, o in triples if p == _TYPE and o == _TRACE)
-        if name is not None and traces <= 1:
+        if name is not None and traces == 1:
             self._add(name, name, triples)
             return
         for trace, part in split_by_trace(triples):

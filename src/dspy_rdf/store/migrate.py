@@ -1,0 +1,83 @@
+"""Bring a store written by an earlier release to this release's trace keys (``dspy-rdf migrate``).
+
+dspy-rdf 0.1.0 named each trace graph by a hash of the trace's JSON (``…sha256-<hex>``), which changed with the
+path a trace took: a store dumped and loaded again, or one run recorded by two recorders, held the same execution
+twice. This release names a program run by the execution it records and every other trace by its canonical content
+(:mod:`dspy_rdf.identity`). :func:`migrate_store` reads each graph of the store, computes the IRI the trace has now,
+writes the trace there (with this release's derived facts) and only then removes the old graph, so that a migration
+stopped at any point loses nothing and running it again finishes it. Traces the old keys let in twice come to the
+same new IRI: the first one written is kept and the others removed (``merged``). Graphs that are already named by
+this release's keys, and graphs not named by a dspy-rdf key at all, are left as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dspy_rdf.errors import RdfInputError, TraceInputError
+from dspy_rdf.identity import LEGACY_KEY_PREFIX, key_of_iri
+from dspy_rdf.store.base import TraceStore
+
+__all__ = ["MigrationReport", "migrate_store"]
+
+
+@dataclass
+class MigrationReport:
+    """What :func:`migrate_store` did (or, with ``dry_run``, would do): ``moved`` pairs each old IRI with the IRI its
+    trace has now; ``merged`` pairs each removed duplicate with the IRI of the copy that was kept; ``current`` counts
+    the graphs already named by this release's keys, ``other`` lists the graphs named otherwise (left as they are),
+    and ``failed`` the graphs that could not be read or written, with why (left as they are)."""
+
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    merged: list[tuple[str, str]] = field(default_factory=list)
+    current: int = 0
+    other: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def examined(self) -> int:
+        """How many graphs were looked at."""
+        return len(self.moved) + len(self.merged) + self.current + len(self.other) + len(self.failed)
+
+
+def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> MigrationReport:
+    """Bring ``store`` to this release's trace keys (see the module docstring); ``progress`` is called with 1 for each
+    graph examined. Nothing is redacted: each trace is written as it was stored."""
+    from dspy_rdf.writer import stored_form
+
+    report = MigrationReport()
+    kept: set[str] = set()  # the new IRIs written, or found stored, in this migration
+    for iri in store.trace_iris():
+        try:
+            key = key_of_iri(iri)
+            if key is None:
+                report.other.append(iri)
+                continue
+            if not key.startswith(LEGACY_KEY_PREFIX):
+                report.current += 1
+                continue
+            pairs = list(store.traces([iri]))
+            if len(pairs) != 1:
+                report.failed.append((iri, f"the graph holds {len(pairs)} traces, not one"))
+                continue
+            trace, base = pairs[0][1], iri[: -len(key)]
+            new_iri = stored_form(trace, base=base, redactor=None)[0]
+            if new_iri in kept or store.missing_traces([new_iri]) == []:
+                report.merged.append((iri, new_iri))
+            else:
+                if not dry_run:
+                    put = store.put([trace], base=base, redactor=None)
+                    if put.failed:
+                        report.failed.append((iri, f"could not be written under its new IRI: {put.failed[0][1]}"))
+                        continue
+                report.moved.append((iri, new_iri))
+            kept.add(new_iri)
+            if not dry_run:
+                store.delete(iri)
+        except (RdfInputError, TraceInputError) as exc:  # this graph only; a failing store stops the migration
+            report.failed.append((iri, str(exc)))
+        finally:
+            if progress is not None:
+                progress(1)
+    return report
