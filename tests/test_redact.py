@@ -366,3 +366,90 @@ def test_the_capture_file_sink_redacts(tmp_path, suffix):
     text = (tmp_path / f"runs{suffix}").read_text(encoding="utf-8")
     assert OPENAI_KEY not in text and "REDACTED" in text
     assert "/redactions>" in text if suffix == ".nq" else '"redactions"' in text
+
+
+# --- every copy of a value: raw JSON text, provider payloads kept as their repr, object keys ---------------------------
+
+RAW_SECRET = "hunter2-raw-value"
+
+
+def _tool_call_exchange(field: str) -> dict:
+    """An OpenAI exchange whose tool call carries a secret argument, in its raw arguments string as providers send it."""
+    arguments = json.dumps({field: RAW_SECRET, "city": "Paris"})
+    return {
+        "request": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Log in and get the weather."}]},
+        "response": {"id": "r1", "model": "gpt-4o-mini", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "login", "arguments": arguments}}],
+        }}]},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("field", ISSUED_FIELDS)
+def test_a_secret_argument_of_a_tool_call_is_redacted_in_every_copy(tmp_path, field):
+    source = tmp_path / "exchange.json"
+    source.write_text(json.dumps(_tool_call_exchange(field)), encoding="utf-8")
+    for fmt in ("nq", "jsonld"):
+        assert main(["export", str(source), "-o", str(tmp_path / f"out.{fmt}")]) == 0
+        text = (tmp_path / f"out.{fmt}").read_text(encoding="utf-8")
+        assert RAW_SECRET not in text and "Paris" in text, (field, fmt)
+    [(_, trace)] = parse_traces(tmp_path / "out.nq", RdfFormat.N_QUADS)
+    assert trace.redactions["secret_field"] >= 2  # the parsed arguments and their raw copy
+
+
+def test_a_secret_used_as_a_key_is_redacted_and_keys_stay_distinct():
+    first, second = "sk-proj-" + "A" * 40, "sk-proj-" + "B" * 40
+    redacted = DEFAULT_REDACTOR.redact_json({first: 1, second: 2, "city": "Paris"})
+    assert redacted == {"[REDACTED:openai_api_key]": 1, "[REDACTED:openai_api_key] 2": 2, "city": "Paris"}
+
+
+def test_secret_fields_in_reprs_and_raw_json_text_are_redacted_and_the_rest_kept():
+    cases = {
+        "ModelResponse(arguments='{\"api_key\": \"hunter2\", \"n\": 1}', name='w')": "ModelResponse(arguments='{\"api_key\": \"[REDACTED:secret_field]\", \"n\": 1}', name='w')",
+        '{"arguments": "{\\"password\\": \\"hunter2\\"}"}': '{"arguments": "{\\"password\\": \\"[REDACTED:secret_field]\\"}"}',
+        "{'client_secret': 'hunter2', 'a': 'b'}": "{'client_secret': '[REDACTED:secret_field]', 'a': 'b'}",
+        "Login(password=\"hunter2\", user='me')": "Login(password=\"[REDACTED:secret_field]\", user='me')",
+        '{"max_tokens": "10", "enabled": "true"}': '{"max_tokens": "10", "enabled": "true"}',
+    }
+    for text, expected in cases.items():
+        assert DEFAULT_REDACTOR.redact_text(text) == expected, text
+    assert DEFAULT_REDACTOR.may_hold_secrets(json.dumps({"args": json.dumps({"db_password": "x"})}))
+
+
+def test_live_capture_of_a_tool_call_with_a_secret_argument_keeps_no_copy_of_it(tmp_path):
+    """The real dspy.LM asks for a tool natively with an api_key argument: its parsed arguments, the raw arguments
+    string and LiteLLM's response kept as its repr all hold the key; none of it reaches the file."""
+    from lms import ScriptedLM, tool_call
+
+    def login(api_key: str, city: str) -> str:
+        """Log in and get the weather."""
+        return "sunny"
+
+    class CallsLogin(dspy.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tool = dspy.Tool(login)
+            self.predict = dspy.Predict("question: str, tools: list[dspy.Tool] -> tool_calls: dspy.ToolCalls")
+
+        def forward(self, question: str):
+            calls = self.predict(question=question, tools=[self.tool]).tool_calls.tool_calls
+            return dspy.Prediction(results=[self.tool(**call.args) for call in calls])
+
+    lm = ScriptedLM([[tool_call("c1", "login", json.dumps({"api_key": RAW_SECRET, "city": "Paris"}))]])
+    for suffix in (".nq", ".jsonl"):
+        sink = FileSink(tmp_path / f"runs{suffix}")
+        recorder = TraceRecorder(sink)
+        lm.script = [[tool_call("c1", "login", json.dumps({"api_key": RAW_SECRET, "city": "Paris"}))]]
+        with dspy.context(lm=lm, callbacks=[recorder], adapter=dspy.ChatAdapter(use_native_function_calling=True)):
+            CallsLogin()(question="Log in, then the weather in Paris?")
+        recorder.close()
+        text = (tmp_path / f"runs{suffix}").read_text(encoding="utf-8")
+        assert "Paris" in text and RAW_SECRET not in text, suffix
+    assert lm.history and RAW_SECRET in json.dumps(lm.history[-1], default=str)  # the program itself kept it
+    # the same LM call's lm.history entry, exported as a history dict
+    from dspy_rdf.live import json_data
+
+    (tmp_path / "history.json").write_text(json.dumps([json_data(lm.history[-1])]), encoding="utf-8")
+    assert main(["export", str(tmp_path / "history.json"), "-o", str(tmp_path / "history.nq")]) == 0
+    text = (tmp_path / "history.nq").read_text(encoding="utf-8")
+    assert "Paris" in text and RAW_SECRET not in text

@@ -169,6 +169,18 @@ _MODEL_VALUES = frozenset({
     "redactions", "source_kind", "source_format", "detail", "mode", "pairing", "timestamp", "started_at", "ended_at",
 })  # fmt: skip
 _JSON_KEY = re.compile(r'"([^"\\]{1,80})":')
+# Keys in text a string holds: a JSON document kept as a string (a tool call's raw arguments), escaped once more in
+# canonical JSON; a Python repr ({'api_key': ...}, api_key='...'). The pre-check looks for them as for JSON keys.
+_TEXT_KEY = re.compile(r'\\+"([^"\\]{1,80})\\+":|\'([^\'\\]{1,80})\':|\b([A-Za-z_][A-Za-z0-9_]{0,79})=\\*[\'"]')
+# A field and its value in such text, each quote written with the same escapes: "k": "v", \"k\": \"v\", 'k': 'v',
+# k='v', k="v". The value runs to the first closing quote of the same form; its escaped characters are skipped.
+# Every repetition is bounded (a value of at most 16,384 characters is looked at), so that text made to defeat it
+# costs time linear in its length.
+_TEXT_PAIR = re.compile(
+    r'(?P<e>\\{0,7})"(?P<k1>[^"\\]{1,80})(?P=e)"[ \t]{0,8}:[ \t]{0,8}(?P=e)"(?P<v1>(?:[^"\\]|\\(?!(?P=e)")[\s\S]){0,16384}?)(?P=e)"'
+    r"|'(?P<k2>[^'\\]{1,80})'[ \t]{0,8}:[ \t]{0,8}'(?P<v2>(?:[^'\\]|\\[\s\S]){0,16384}?)'"
+    r'|\b(?P<k3>[A-Za-z_][A-Za-z0-9_]{0,79})=(?P<q>[\'"])(?P<v3>(?:(?!(?P=q))[^\\]|\\[\s\S]){0,16384}?)(?P=q)'
+)
 # Literal text that at least one match of each default pattern contains (secrets are ASCII, so canonical JSON holds
 # them as they are), tested with `in` (a C-level search); the patterns that need context are gated by a character
 # they cannot match without ("=" for URL parameters and Azure keys, "://" for URL credentials), then run themselves.
@@ -343,7 +355,10 @@ class Redactor:
             return True
         if self._extra_key is not None and self._extra_key.search(text):
             return True
-        return self._default_fields and any(is_secret_field(key) for key in set(_JSON_KEY.findall(text)))
+        if self._default_fields and any(is_secret_field(key) for key in set(_JSON_KEY.findall(text))):
+            return True
+        keys = {name for found in _TEXT_KEY.findall(text) for name in found if name}
+        return any(self.is_secret_field(key) for key in keys)
 
     def __call__(self, trace: m.Trace) -> m.Trace:
         """A copy of ``trace`` with its secrets replaced and counted in ``redactions`` (``trace`` itself if none)."""
@@ -451,13 +466,22 @@ class Redactor:
                 continue
             else:
                 new = self._text(item, counts) if isinstance(item, str) else item
+            if isinstance(node, dict) and isinstance(key, str):
+                kept_key = self._key(key, counts, {k for k, _ in out})
+                if kept_key != key:
+                    out.append((kept_key, new))
+                    top[4] = True
+                    top[2] = index + 1
+                    continue
             out.append((key, new))
             top[4] = changed or new is not item
             top[2] = index + 1
 
     def _text(self, text: str, counts: Counter[str]) -> str:
         result = text
-        if self._combined is not None and self._combined.search(text) is not None:
+        if ":" in text or "=" in text:  # a field of JSON or a repr kept as text (a tool call's raw arguments)
+            result = self._text_fields(result, counts)
+        if self._combined is not None and self._combined.search(result) is not None:
 
             def replace(match: re.Match[str]) -> str:
                 if match.start() == match.end():  # an empty match holds nothing: a marker there would corrupt the text
@@ -466,13 +490,44 @@ class Redactor:
                 counts[kind] += 1
                 return marker(kind)
 
-            result = self._combined.sub(replace, text)
+            result = self._combined.sub(replace, result)
         if self.callback is not None:
             custom = self.callback(result)
             if custom != result:
                 counts["custom"] += 1
                 result = custom
         return result if result != text else text
+
+    def _text_fields(self, text: str, counts: Counter[str]) -> str:
+        """The values of secret fields in text that holds JSON or a Python repr (a raw copy of a tool call's
+        arguments, a provider's response kept as its repr), replaced as in JSON; one pass, linear in the text."""
+
+        def replace(match: re.Match[str]) -> str:
+            name, value, kind = next((match.group(f"k{i}"), match.group(f"v{i}"), i) for i in (1, 2, 3) if match.group(f"k{i}") is not None)
+            secret = bool(value) and value not in ("true", "false", "True", "False") and self.is_secret_field(name)
+            if secret:
+                new, counts[_FIELD_KIND] = marker(_FIELD_KIND), counts[_FIELD_KIND] + 1
+            elif (":" in value or "=" in value) and len(value) < len(text):  # text within the text: arguments='{...}'
+                new = self._text_fields(value, counts)
+            else:
+                return match.group(0)
+            start, end = match.span(f"v{kind}")
+            whole = match.group(0)
+            return whole[: start - match.start()] + new + whole[end - match.start():]
+
+        return _TEXT_PAIR.sub(replace, text)
+
+    def _key(self, key: str, counts: Counter[str], taken: set[str]) -> str:
+        """A JSON object's key with the secrets the patterns find replaced (a key may be a secret: {"sk-...": 1}),
+        made unique among the keys already kept (``taken``) with a number."""
+        if self._combined is None or self._combined.search(key) is None:
+            return key
+        new = self._text(key, counts)
+        unique, n = new, 1
+        while unique in taken:
+            n += 1
+            unique = f"{new} {n}"
+        return unique
 
 
 DEFAULT_REDACTOR = Redactor()
