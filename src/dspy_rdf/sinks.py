@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import threading
 from collections.abc import Callable
@@ -251,6 +252,41 @@ class _Background(Sink):
         self.close()
 
 
+def append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` (one run) to the file at ``path``, whole or not at all: when a write fails part way (a full
+    disk), what it wrote is cut off again, so that the file ends with the last whole run and stays readable, and the
+    error is raised (the recorder keeps the run). An unfinished record left at the end by a process killed while it
+    wrote (no line feed after it) is cut off first: every record of these files ends with one."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            size = _last_whole_record(fd, size)
+            os.ftruncate(fd, size)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _last_whole_record(fd: int, size: int) -> int:
+    """The length of the file up to its last line feed (0 when it has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        chunk = os.pread(fd, end - start, start)
+        found = chunk.rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
 def _sink_error(exc: Any) -> Exception:
     """The error the writer process's sink raised, as the same class when it is one of ours or a built-in one."""
     import builtins
@@ -310,8 +346,8 @@ class FileSink(_Background):
                 if redacted is not trace:
                     text = json.dumps(trace_to_json(redacted), ensure_ascii=False)
             text += "\n"
-        with self._lock, self.path.open("a", encoding="utf-8") as handle:
-            handle.write(text)
+        with self._lock:
+            append_whole(self.path, text.encode("utf-8"))
 
 
 class StoreSink(_Background):
