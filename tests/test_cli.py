@@ -234,3 +234,22 @@ def test_the_demo_tables_show_trace_iris_whole_so_they_can_be_pasted(tmp_path):
     assert result.returncode == 0, result.stderr
     shown = re.findall(r"urn:dspy-rdf:trace:(?:run|content)-[0-9a-f]*.?", result.stdout)
     assert shown and all(re.fullmatch(r"urn:dspy-rdf:trace:(?:run|content)-[0-9a-f]{32}[\s/]", iri) for iri in shown), shown
+
+
+def test_no_command_writes_over_its_input_or_into_a_store(tmp_path, capsys):
+    from dspy_rdf.cli import main as cli
+
+    rdf, store = tmp_path / "x.nq", tmp_path / "st"
+    assert cli(["export", str(DATA / "crosspath" / "capture.jsonl"), "-o", str(rdf)]) == 0
+    before = rdf.read_bytes()
+    for command in (["to-otlp", str(rdf), "-o", str(rdf)], ["to-json", str(rdf), "-o", str(rdf)], ["export", str(rdf), "-o", str(rdf)]):
+        assert cli(command) == 2, command
+        assert "is one of the inputs" in capsys.readouterr().err
+    assert rdf.read_bytes() == before
+    assert cli(["export", str(rdf), "--store", str(store)]) == 0
+    capsys.readouterr()
+    for command in (["dump", "--store", str(store), "-o", str(store / "CURRENT")], ["prov", "--store", str(store), "-o", str(store / "p.nq")],
+                    ["to-otlp", "--store", str(store), "-o", str(store / "s.json")]):
+        assert cli(command) == 2, command
+        assert "is inside the store" in capsys.readouterr().err
+    assert cli(["stats", "--store", str(store)]) == 0  # the store is intact

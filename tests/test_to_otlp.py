@@ -226,3 +226,24 @@ def test_the_export_round_trips_through_rdf_too(recorded, tmp_path):
     for trace in recorded:
         again = back[trace.started_at]
         assert again.source_format == "dspy_callback" and len(again.calls) == len(trace.calls)
+
+
+def test_a_trace_whose_time_no_store_keeps_is_skipped_by_name_and_the_others_are_written(tmp_path, capsys):
+    """9999-12-31T23:59:59-14:00 is year 10000 in UTC: the graph is named and skipped, the others go (exit 1)."""
+    import re as regex
+
+    good = tmp_path / "good.nq"
+    assert main(["export", str(DATA / "crosspath" / "capture.jsonl"), "-o", str(good)]) == 0
+    text = good.read_text(encoding="utf-8")
+    first_graph = text.splitlines()[0].rsplit(" ", 2)[-2]
+    late = "".join(
+        regex.sub(r'"[0-9T:.Z-]+"\^\^<http://www.w3.org/2001/XMLSchema#dateTime>', '"9999-12-31T23:59:59-14:00"^^<http://www.w3.org/2001/XMLSchema#dateTime>', line) + "\n"
+        if line.rsplit(" ", 2)[-2] == first_graph else line + "\n"
+        for line in text.splitlines()
+    )
+    (tmp_path / "late.nq").write_text(late, encoding="utf-8")
+    capsys.readouterr()
+    assert main(["to-otlp", str(tmp_path / "late.nq"), "-o", str(tmp_path / "out.json")]) == 1
+    out, err = capsys.readouterr()
+    assert f"graph {first_graph}: '9999-12-31T23:59:59-14:00' is not a date-time of the years 1 to 9999 (in UTC)" in err
+    assert "wrote 2 trace(s)" in out and "1 bad input(s) skipped" in out and "Traceback" not in err

@@ -49,6 +49,24 @@ def _output_target(path: Path | None) -> Path | None:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+def _refuse_overwriting(output: Path | None, inputs: list[Path], store: str | None = None) -> None:
+    """Refuse, before any work, an output that is one of the inputs (it would be replaced by what is read from it) or
+    a file inside an embedded store's directory (it would break the store)."""
+    target = _output_target(output)
+    if target is None:
+        return
+    if target.exists() and any(path.exists() and os.path.samefile(path, target) for path in inputs):
+        raise ValueError(f"-o {output} is one of the inputs; give another file to write")
+    if store is not None and not store.lower().startswith(("http://", "https://")):
+        from pathlib import Path
+
+        from dspy_rdf.store import default_store_target
+
+        folder = Path(os.path.realpath(store or default_store_target()))
+        if folder == Path(os.path.realpath(target)).parent or folder in Path(os.path.realpath(target)).parents:
+            raise ValueError(f"-o {output} is inside the store at {store or default_store_target()}; write it elsewhere")
+
+
 def _output_name(path: Path | None) -> str:
     """An output as messages name it."""
     return "standard output" if _output_target(path) is None else str(path)
@@ -224,8 +242,7 @@ def _export(args: argparse.Namespace) -> int:
         raise ValueError("--bulk applies to --store only")
     target = _output_target(args.output)
     fmt = RdfFormat(args.format) if args.format else RdfFormat.N_QUADS if target is None else RdfFormat.from_path(args.output)
-    if target is not None and target.exists() and any(path.exists() and os.path.samefile(path, target) for path in args.files):
-        raise ValueError(f"-o {args.output} is one of the inputs; give another file to write")
+    _refuse_overwriting(args.output, args.files)
     unwritable = []
 
     def not_written(error: Exception) -> None:
@@ -384,6 +401,7 @@ def _dump(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
     trig = _trig_output(args)
+    _refuse_overwriting(args.output, [], args.store)
     with open_store(args.store, read_only=True) as store, _output(args.output) as handle:
         count = store.dump(handle, traces=args.trace or None, trig=trig)
     print(f"dumped {count} trace(s) to {_output_name(args.output)}", file=sys.stderr)
@@ -414,6 +432,7 @@ def _to_json(args: argparse.Namespace) -> int:
     from dspy_rdf.tracejson import trace_to_json
 
     fmt = RdfFormat(args.format) if args.format else RdfFormat.from_path(args.file)
+    _refuse_overwriting(args.output, [args.file])
     stream = _output_target(args.output) is None
     traces = [trace for _, trace in parse_traces(args.file, fmt)]
     # JSON Lines in a .jsonl file, and for several traces on standard output; else one indented JSON object
@@ -443,7 +462,8 @@ def _to_otlp(args: argparse.Namespace) -> int:
     if args.trace and args.store is None:
         raise ValueError("--trace applies to --store only")
     lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
-    _output_target(args.output)  # a directory is refused before any work
+    _refuse_overwriting(args.output, list(args.files), args.store)  # and a directory, before any work
+    skipped: list[Exception] = []
     with contextlib.ExitStack() as stack:
         if args.store is not None:
             from dspy_rdf.store import open_store
@@ -451,18 +471,42 @@ def _to_otlp(args: argparse.Namespace) -> int:
             store = stack.enter_context(open_store(args.store or None, read_only=True))
             pairs = store.traces(list(dict.fromkeys(args.trace)) if args.trace else None)
         else:
-            fmt = RdfFormat(args.format) if args.format else None
-            pairs = (pair for path in args.files for pair in parse_traces(path, fmt or RdfFormat.from_path(path)))
+            pairs = _rdf_traces(args.files, args.format, skipped)
         with _output(args.output) as handle:
             report = write_otlp(pairs, handle, lines=lines)
+    for error in skipped:
+        print(f"skipped {error}", file=sys.stderr)
     for iri, error in report.refused:
         print(f"not written: {iri}: {error}", file=sys.stderr)
     notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
     if report.refused:
         notes.append(f"{len(report.refused)} not written")
+    if skipped:
+        notes.append(f"{len(skipped)} bad input(s) skipped")
     summary = f"wrote {report.written} trace(s) to {_output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes)
     _say(summary, _summary_stream(args.output))
-    return 1 if report.refused else 0
+    return 1 if report.refused or skipped else 0
+
+
+def _rdf_traces(files: list[Path], format: str | None, skipped: list[Exception]) -> Iterator[tuple[str, Any]]:
+    """The ``(IRI, trace)`` pairs of RDF files, one named graph at a time where the format has graphs; a graph that
+    cannot be read is added to ``skipped`` (its file and graph named) and the others are read."""
+    from dspy_rdf.formats import RdfFormat
+    from dspy_rdf.identity import trace_iri
+    from dspy_rdf.inputs import RDF_SUFFIXES, read_traces
+
+    for path in files:
+        fmt = RdfFormat(format) if format else RdfFormat.from_path(path)
+        if path.suffix.lower() not in RDF_SUFFIXES or RDF_SUFFIXES[path.suffix.lower()] != fmt.value:
+            from dspy_rdf.formats import parse_traces
+
+            yield from parse_traces(path, fmt)
+            continue
+        for item in read_traces(path):
+            if item.error is not None:
+                skipped.append(item.error)
+            else:
+                yield trace_iri(item.trace), item.trace
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -517,6 +561,7 @@ def _prov(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
     trig = _trig_output(args)
+    _refuse_overwriting(args.output, [], args.store)
     with open_store(args.store, read_only=True) as store:
         traces = list(dict.fromkeys(args.trace)) if args.trace else None
         with _bar(lambda: len(traces) if traces is not None else len(store.trace_iris()), unit=" traces", desc="prov") as progress:

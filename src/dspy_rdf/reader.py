@@ -23,6 +23,7 @@ from dspy_rdf.errors import RdfInputError
 __all__ = ["traces_from_quads"]
 
 _TYPE = v.RDF_TYPE
+_CANONICAL_DATETIME = re.compile(r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):\d\d:\d\d(?:\.\d{0,5}[1-9])?Z?")
 _DSPY = v.DSPY
 _PART_BY_CLASS = {v.class_iri(cls.__name__): cls for cls in m.PART_CLASSES.values()}
 _SLOT_BY_IRI = {v.slot_iri(name): name for name in ("name", "description")}
@@ -87,6 +88,8 @@ class _Graph:
             raise self.error(iri, v.slot_iri(slot), f"expected a literal, found {term}")
         if term.datatype.value != datatype:
             raise self.error(iri, v.slot_iri(slot), f"expected datatype <{datatype}>, found <{term.datatype.value}>")
+        if datatype == v.XSD_DATETIME and not _CANONICAL_DATETIME.fullmatch(m.canonical_datetime(term.value)):
+            raise self.error(iri, v.slot_iri(slot), f"{term.value!r} is not a date-time of the years 1 to 9999 (in UTC), which a trace keeps")
         return term.value
 
     def string(self, iri: str, props: Node, slot: str, *, required: bool = False) -> str | None:
