@@ -176,3 +176,51 @@ def test_a_cost_too_large_for_a_double_is_named():
     value["cost"] = 10**400
     with pytest.raises(TraceInputError, match="field response.cost: the number has 401 digits"):
         trace_from_json(value)
+
+
+# --- a value of the wrong JSON type where a reader decides what a node is ------------------------------------------
+
+SWAP_FIXTURES = [
+    "dspy341_lm15_request.json", "dspy341_lm15_response.json", "dspy341_lm15_message.json", "history_entry_all_parts.json",
+    "request_all_parts.json", "openai_request_all_parts.json", "openai_exchange_tool_loop.json", "history_dicts_dspy3.4.1.json",
+    "dspy341_history_dicts.json", "react_history.json",
+]  # fmt: skip
+
+
+def _swapped(value, key: str):
+    """Copies of ``value`` with the value of one ``key`` anywhere in it replaced by a list, an object, a number and
+    null: each where it stands, one at a time."""
+    found: list[list] = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == key:
+                    found.append([*path, k])
+                walk(v, [*path, k])
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, [*path, i])
+
+    walk(value, [])
+    for path in found:
+        for bad in ([["x"]], [{"x": 1}], [7], [None]):
+            copy = json.loads(json.dumps(value))
+            holder = copy
+            for step in path[:-1]:
+                holder = holder[step]
+            holder[path[-1]] = bad[0]
+            yield path, copy
+
+
+@pytest.mark.parametrize("name", SWAP_FIXTURES)
+@pytest.mark.parametrize("key", ["type", "role", "model", "name", "id", "call_id", "content", "parts", "text"])
+def test_a_value_of_the_wrong_json_type_is_named_never_a_crash(name, key):
+    from dspy_rdf.errors import TraceInputError
+    from dspy_rdf.tracejson import traces_from_json
+
+    for path, value in _swapped(load(name), key):
+        try:
+            traces_from_json(value)
+        except TraceInputError as exc:
+            assert exc.field or exc.reason, (name, path)

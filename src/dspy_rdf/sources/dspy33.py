@@ -335,7 +335,7 @@ def detect_kind(value: Any) -> m.SourceKind:
             return "lm_response"
         if "role" in value and "parts" in value:
             return "lm_message"
-        if value.get("type") in m.PART_CLASSES:
+        if isinstance(value.get("type"), str) and value.get("type") in m.PART_CLASSES:
             return "lm_part"
         keys = ", ".join(sorted(map(str, value))[:8]) or "none"
         raise TraceInputError(

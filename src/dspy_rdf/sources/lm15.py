@@ -290,7 +290,7 @@ def _tool_result_content(d: dict[str, Any], path: str) -> list[m.LMPart]:
     for i, item in enumerate(get_list(d, "content", path, required=True)):
         p = f"{path}.content[{i}]"
         kind = item.get("type") if isinstance(item, dict) else None
-        if kind in _TOOL_RESULT_FORBIDDEN:
+        if isinstance(kind, str) and kind in _TOOL_RESULT_FORBIDDEN:
             raise fail(f"{p}.type", f"an lm15 tool result cannot contain a {kind} part")
         if kind == "data" and item.get("probabilities") is not None:
             raise fail(f"{p}.probabilities", "input data parts carry a value only (lm15 INV-052)")
@@ -338,6 +338,8 @@ def _check_part_allowed(role: str, raw: Any, path: str) -> None:
     if not isinstance(raw, dict):
         return  # the part reader says what is wrong with it
     kind = raw.get("type")
+    if not isinstance(kind, str):
+        return  # the part reader names what is wrong with its type
     if role == "tool" and kind != "tool_result":
         raise fail(f"{path}.type", f"an lm15 tool message carries only tool_result parts, got {kind!r}")
     if role == "assistant" and kind == "tool_result":
@@ -696,7 +698,7 @@ def detect_lm15(value: Any) -> str | None:
         return "lm_request" if marked else None
     if _message_shaped(value):
         return "lm_message" if _message_marked(value) else None
-    if value.get("type") in LM15_PART_TYPES and _part_marked(value):
+    if isinstance(value.get("type"), str) and value.get("type") in LM15_PART_TYPES and _part_marked(value):
         return "lm_part"
     return None
 

@@ -772,6 +772,7 @@ def _response_content_parts(content: Any, path: str, unmapped: list[dict[str, An
     for i, item in enumerate(content):
         p = f"{path}[{i}]"
         kind = item.get("type") if isinstance(item, dict) else None
+        kind = kind if isinstance(kind, str) or kind is None else repr(kind)  # a list or object names no part kind
         text = item.get("text") if isinstance(item, dict) else None
         if kind in ("text", "output_text", "input_text") or (text is not None and kind is None):
             parts.append(m.LMTextPart(text=_text_value(text, f"{p}.text")))
