@@ -224,3 +224,25 @@ def test_a_value_of_the_wrong_json_type_is_named_never_a_crash(name, key):
             traces_from_json(value)
         except TraceInputError as exc:
             assert exc.field or exc.reason, (name, path)
+
+
+@pytest.mark.parametrize(("where", "value", "said"), [
+    ("startTimeUnixNano", str(10**30), "is not a time of the years 1970 to 9999"),
+    ("endTimeUnixNano", str(253402300800 * 10**9 + 5), "is not a time of the years 1970 to 9999"),
+    ("startTimeUnixNano", "²³", "expected nanoseconds since the epoch"),
+    ("attributes", "9" * 5000, "expected a 64-bit integer"),
+])
+def test_one_bad_span_value_skips_its_trace_by_name_and_the_others_are_written(tmp_path, capsys, where, value, said):
+    from conftest import DATA
+
+    data = json.loads((DATA / "otlp" / "openinference_dspy331.json").read_text(encoding="utf-8"))
+    span = data["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    if where == "attributes":
+        span["attributes"].append({"key": "llm.token_count.prompt", "value": {"intValue": value}})
+    else:
+        span[where] = value
+    source = tmp_path / "spans.json"
+    source.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["export", str(source), "-o", str(tmp_path / "out.nq")]) == 1
+    out, err = capsys.readouterr()
+    assert "wrote 2 trace(s)" in out and said in err and "resourceSpans[0].scopeSpans[0].spans[0]" in err and "Traceback" not in err

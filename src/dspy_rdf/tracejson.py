@@ -115,7 +115,14 @@ class TraceStream:
         assembly = self._assemblies.get(fmt)
         if assembly is None:
             assembly = self._assemblies[fmt] = source.assembly(self.options)
-        yield from assembly.add(value, kind, line)
+        try:
+            yield from assembly.add(value, kind, line)
+        except (ValueError, TypeError, OverflowError, KeyError, AttributeError, RecursionError) as exc:
+            if isinstance(exc, TraceInputError):
+                raise
+            # a value no reader check foresaw: this input is skipped, named, and the others are read
+            what = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+            yield Read(error=TraceInputError(f"this value could not be read ({what})").located(line=line), line=line)
 
     def finish(self) -> Iterator[Read]:
         """The traces still waiting for more values when the input ends."""

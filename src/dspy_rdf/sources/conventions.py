@@ -142,10 +142,12 @@ class Attributes:
     def integer(self, key: str) -> int | None:
         """An integer attribute (integers written as text accepted, as OTLP JSON writes them)."""
         value = self.get(key)
-        if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,19}", value):
             return int(value)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise fail(self.where(key), f"expected an integer, got {kind_of(value)}")
+        if value is not None and not -(2**63) <= value < 2**63:
+            raise fail(self.where(key), f"expected a 64-bit integer, got one of {len(str(abs(value)))} digits")
         return value
 
     def number(self, key: str) -> float | None:
@@ -153,6 +155,8 @@ class Attributes:
         value = self.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise fail(self.where(key), f"expected a number, got {kind_of(value)}")
+        if isinstance(value, int) and abs(value) > 2**1023:
+            raise fail(self.where(key), f"the number has {len(str(abs(value)))} digits, too large for a double")
         return None if value is None else float(value)
 
     def with_prefix(self, prefix: str) -> dict[str, Any]:
@@ -500,7 +504,8 @@ def _genai_config(a: Attributes) -> dict[str, Any]:
     ):
         if a.has(key):
             value = a.get(key)
-            kwargs[name] = int(value) if name in ("max_tokens", "n", "seed", "top_k") and isinstance(value, str) and value.isdigit() else value
+            numeric = name in ("max_tokens", "n", "seed", "top_k") and isinstance(value, str) and re.fullmatch(r"[0-9]{1,19}", value)
+            kwargs[name] = int(value) if numeric else value
     return kwargs
 
 

@@ -70,11 +70,12 @@ def decode_any_value(value: Any, path: str) -> Any:
             return found
     found = _get(d, "intValue")
     if found is not None:
-        if isinstance(found, str) and re.fullmatch(r"-?\d+", found):
+        if isinstance(found, str) and re.fullmatch(r"-?[0-9]{1,19}", found) and -(2**63) <= int(found) < 2**63:
             return int(found)
-        if isinstance(found, int) and not isinstance(found, bool):
+        if isinstance(found, int) and not isinstance(found, bool) and -(2**63) <= found < 2**63:
             return found
-        raise fail(f"{path}.intValue", f"expected an integer, got {found!r}")
+        shown = found if not isinstance(found, (str, int)) or len(str(found)) <= 40 else f"{str(found)[:40]}…"
+        raise fail(f"{path}.intValue", f"expected a 64-bit integer, got {shown!r}")
     found = _get(d, "arrayValue")
     if found is not None:
         values = get_list(expect_object(found, f"{path}.arrayValue"), "values", f"{path}.arrayValue")

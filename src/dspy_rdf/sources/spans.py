@@ -101,11 +101,18 @@ def nanoseconds(value: Any, path: str) -> int | None:
     """A time in nanoseconds since the epoch, an integer or its text (as JSON writes 64-bit integers); None stays None."""
     if value is None:
         return None
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,40}", value):
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < _YEAR_10000_NS:
+            raise fail(path, f"{value} nanoseconds since the epoch is not a time of the years 1970 to 9999")
         return value
-    raise fail(path, f"expected nanoseconds since the epoch, got {value!r}")
+    shown = value if not isinstance(value, str) or len(value) <= 40 else f"{value[:40]}…"
+    raise fail(path, f"expected nanoseconds since the epoch, got {shown!r}")
+
+
+_YEAR_10000_NS = 253402300800 * 10**9
+"""Nanoseconds since the epoch of 10000-01-01T00:00:00Z: a time a trace can keep is before it."""
 
 
 def mlflow_value(value: Any, path: str) -> Any:
