@@ -253,3 +253,26 @@ def test_no_command_writes_over_its_input_or_into_a_store(tmp_path, capsys):
         assert cli(command) == 2, command
         assert "is inside the store" in capsys.readouterr().err
     assert cli(["stats", "--store", str(store)]) == 0  # the store is intact
+
+
+def test_what_a_trace_holds_never_reaches_the_terminal_as_control_characters(tmp_path, capsys):
+    from dspy_rdf.cli import main as cli
+
+    evil = "evil\x1b]0;pwned\x07\x1b[2J\u202e"
+    source = tmp_path / "evil.json"
+    source.write_text(json.dumps({
+        "model": evil, "messages": [{"role": "assistant", "parts": [{"type": "tool_call", "name": evil, "id": "c1", "args": {}}]}],
+    }), encoding="utf-8")  # fmt: skip
+    store = str(tmp_path / "store")
+    assert cli(["export", str(source), "--store", store]) == 0
+    capsys.readouterr()
+    assert cli(["query", "tool_calls_per_tool", "--store", store]) == 0
+    table = capsys.readouterr().out
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in table and "\x1b" not in table and "\x07" not in table
+    assert cli(["query", "tool_calls_per_tool", "--store", store, "--format", "csv"]) == 0
+    assert evil in capsys.readouterr().out  # data written as data
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "parts": [{"type": evil}]}]}), encoding="utf-8")
+    assert cli(["export", str(bad), "-o", str(tmp_path / "out.nq")]) == 1
+    err = capsys.readouterr().err
+    assert "skipped" in err and "\x1b" not in err and "\x07" not in err

@@ -43,6 +43,8 @@ from datetime import date
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from dspy_rdf.terminal import terminal_text
+
 if TYPE_CHECKING:  # the store and pyoxigraph are imported when a query runs: `dspy-rdf --help` needs FORMATS only
     import pyoxigraph as ox
 
@@ -447,7 +449,7 @@ class QueryResult:
         def show(value: Any, iri: bool, unknown: bool) -> str:
             if isinstance(value, float):  # sums of costs carry binary noise (0.00035879999999999994); csv/json keep it
                 value = float(format(value, ".12g"))
-            text = _cell(value, unknown).replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
+            text = terminal_text(_cell(value, unknown).replace("\r", "\\r").replace("\n", "\\n").replace("\t", " "))
             return text if iri or len(text) <= max_width else text[: max_width - 1] + "…"
 
         bindings = self.raw.get("results", {}).get("bindings", [])

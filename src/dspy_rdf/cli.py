@@ -894,8 +894,11 @@ class _Messages:
         return shown(text)
 
     def shown(self, text: str) -> str:
-        """``text`` as the command may show it."""
-        return text if self.redact is None else self.redact(text)
+        """``text`` as the command may show it: redacted, and with the control characters a terminal would act on
+        (escape sequences, a bell, bidirectional overrides) written as escapes."""
+        from dspy_rdf.terminal import terminal_text
+
+        return terminal_text(text if self.redact is None else self.redact(text))
 
     def follow(self, args: argparse.Namespace) -> None:
         """Redact as the command's own redaction options say, where it has them."""
@@ -931,7 +934,6 @@ class _RedactedStream:
 
 
 _MESSAGES = _Messages()
-
 
 class Interrupted(KeyboardInterrupt):
     """The command was stopped by a signal: ``signal`` is SIGINT (Ctrl-C) or SIGTERM. A KeyboardInterrupt, so that
