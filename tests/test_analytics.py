@@ -1004,6 +1004,9 @@ def test_binding_replaces_only_the_data_block_and_the_limit():
         "SELECT * FROM undeclared:x WHERE { ?s ?p ?o }",
         "LOAD <http://example.org/data.ttl>",
         "DROP ALL",
+        'DEFINE get:soft "replace" SELECT * FROM <http://127.0.0.1:9/data.ttl> WHERE { ?s ?p ?o }',
+        'define input:grab-all "yes" SELECT * WHERE { ?s ?p ?o }',
+        'SELECT * WHERE { ?s ?p ?o } # fine\nDEFINE sql:log-enable 2',
         "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
     ],
 )

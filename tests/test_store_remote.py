@@ -18,6 +18,7 @@ import pyoxigraph as ox
 import pytest
 
 from dspy_rdf import model as m
+from dspy_rdf.cli import main
 from dspy_rdf.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store.remote import (
@@ -565,3 +566,37 @@ def test_endpoint_overrides_from_the_environment_and_keywords(monkeypatch):
     monkeypatch.setenv("DSPY_RDF_STORE_TIMEOUT", "soon")
     with pytest.raises(StoreError, match="DSPY_RDF_STORE_TIMEOUT"):
         RemoteStore("http://localhost:7878")
+
+
+@pytest.mark.slow
+def test_a_virtuoso_pragma_that_would_fetch_a_url_into_the_store_is_refused_before_it_is_sent(virtuoso_store, virtuoso_server, capsys):
+    """Virtuoso's sponger fetches the FROM IRI of a query with DEFINE get:soft and stores what it got: refused."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        hits = 0
+
+        def do_GET(self):  # noqa: N802 - the http.server API
+            Page.hits += 1
+            body = b"<urn:x:s> <urn:x:p> <urn:x:o> .\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/turtle")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/data.ttl"
+        sparql = f'DEFINE get:soft "replace" SELECT * FROM <{url}> WHERE {{ ?s ?p ?o }}'
+        assert main(["query", "--sparql", sparql, "--store", virtuoso_server.url]) == 2
+        assert "DEFINE (a Virtuoso pragma) is refused" in capsys.readouterr().err
+        [row] = virtuoso_store.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{url}> {{ ?s ?p ?o }} }}")["results"]["bindings"]
+        assert Page.hits == 0 and row["n"]["value"] == "0"
+    finally:
+        server.shutdown()

@@ -350,6 +350,11 @@ def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None
             prefixes[tokens[i + 1][1][:-1]] = tokens[i + 2][1][1:-1]
         elif word in _UPDATE_WORDS:
             raise ValueError(f"only read-only queries (SELECT, ASK) are run: {value} is an update")
+        elif word == "DEFINE":
+            raise ValueError(
+                "DEFINE (a Virtuoso pragma) is refused: a pragma can make the server fetch URLs and write what it "
+                "fetched into the store (get:soft, input:grab-*) or change how it runs the query"
+            )
         elif word == "SERVICE" and not allow_federation:
             raise ValueError("SERVICE (federated query to another endpoint) is refused; allow it with --allow-federation (allow_federation=True in Python)")
         elif word == "FROM" and not allow_federation:
@@ -376,7 +381,8 @@ def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None
 def check_user_sparql(text: str, *, allow_federation: bool = False) -> None:
     """Refuse raw SPARQL that reaches beyond the store; ValueError saying what and why.
 
-    Refused: updates (``INSERT``, ``DELETE``, ``LOAD``, ``DROP`` ... the store only runs SELECT and ASK), and,
+    Refused: updates (``INSERT``, ``DELETE``, ``LOAD``, ``DROP`` ... the store only runs SELECT and ASK), server
+    pragmas (Virtuoso's ``DEFINE get:soft "replace"`` fetches a URL and writes it into the store), and,
     unless ``allow_federation``: ``SERVICE`` (the server would query another endpoint) and ``FROM`` /
     ``FROM NAMED`` with a graph IRI that is not ``http(s):`` or ``urn:`` (trace graphs are ``urn:`` IRIs; some
     servers dereference other IRIs such as ``file:``), including relative IRIs and prefixed names whose prefix
