@@ -600,3 +600,17 @@ def test_a_virtuoso_pragma_that_would_fetch_a_url_into_the_store_is_refused_befo
         assert Page.hits == 0 and row["n"]["value"] == "0"
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("answer", [
+    '{"head": {"vars": ["n"]}, "results": {"bindings": [' * 1 + '[' * 100_000 + ']' * 100_000 + ']}}',  # nested 100,000 deep
+    '{"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}]}}',  # not the variable asked
+    '{"head": {"vars": ["n"]}, "results": {"bindings": []}}',  # no row
+])
+def test_a_garbage_answer_to_a_count_is_one_line_naming_the_store(answer, capsys, monkeypatch):
+    with FakeServer() as server:
+        server.script(*[Reply(200, body=answer, headers={"Content-Type": "application/sparql-results+json"})] * 8)
+        monkeypatch.setenv("DSPY_RDF_STORE_MAX_ATTEMPTS", "1")
+        assert main(["stats", "--store", server.url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err

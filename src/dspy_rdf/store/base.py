@@ -452,7 +452,7 @@ class TraceStore(ABC):
         scans = " ".join(f"UNION {{ ?g <{d}{fact}> ?{name}_v }}" for name, fact in _STATS_SUMS.items())
         digests = f"UNION {{ ?g <{d}content_digest> ?digest }}"  # traces written before digests: to migrate
         query = f"SELECT (COUNT(?t) AS ?traces) (COUNT(?digest) AS ?digested) {sums} WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} {scans} {digests} }} }}"
-        [row] = self.select(query)["results"]["bindings"]
+        row = self._one_row(query, "traces")
         counts: dict[str, Any] = {"traces": int(row["traces"]["value"]) if "traces" in row else 0}
         legacy = counts["traces"] - (int(row["digested"]["value"]) if "digested" in row else 0)
         for name in _STATS_SUMS:
@@ -476,14 +476,21 @@ class TraceStore(ABC):
     def _count_triples(self, graphs: list[str] | None) -> int:
         """The number of triples in these named graphs (all of them when ``None``)."""
         if graphs is None:
-            [row] = self.select("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")["results"]["bindings"]
-            return int(row["n"]["value"])
+            return int(self._one_row("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }", "n")["n"]["value"])
         total = 0
         for start in range(0, len(graphs), _VALUES_BATCH):
             batch = " ".join(f"<{name}>" for name in graphs[start:start + _VALUES_BATCH])
-            [row] = self.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ VALUES ?g {{ {batch} }} GRAPH ?g {{ ?s ?p ?o }} }}")["results"]["bindings"]
-            total += int(row["n"]["value"])
+            total += int(self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ VALUES ?g {{ {batch} }} GRAPH ?g {{ ?s ?p ?o }} }}", "n")["n"]["value"])
         return total
+
+    def _one_row(self, sparql: str, needed: str) -> dict[str, Any]:
+        """The one row of an aggregate query, holding the variable ``needed`` as an integer; a :class:`StoreError`
+        saying what the store answered instead (a server's answer of another shape)."""
+        rows = self.select(sparql)["results"]["bindings"]
+        value = rows[0].get(needed, {}).get("value") if len(rows) == 1 and isinstance(rows[0], dict) else None
+        if not isinstance(value, str) or not value.lstrip("-").isdigit():
+            raise StoreError(f"the store {self.location} answered a count with {len(rows)} row(s) and no integer ?{needed}: not a SPARQL store this can use")
+        return rows[0]
 
 
 def term_json(term: ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple) -> dict[str, str]:

@@ -471,6 +471,8 @@ class HttpClient:
             raise MalformedAnswer(f"the answer is not valid JSON ({exc})") from None
         except ValueError as exc:
             raise MalformedAnswer(f"the answer is not valid JSON ({exc})") from None
+        except RecursionError:
+            raise MalformedAnswer("the answer is JSON nested too deeply to be SPARQL results") from None
         cap = response.headers.get(MAX_ROWS_HEADER)
         return _normalize_results(doc), int(cap) if cap and cap.strip().isdigit() else None
 
