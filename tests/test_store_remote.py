@@ -614,3 +614,68 @@ def test_a_garbage_answer_to_a_count_is_one_line_naming_the_store(answer, capsys
         assert main(["stats", "--store", server.url]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+
+
+class _Trickle:
+    """A server whose answers come slowly or at length: ``mode`` "trickle" sends a byte of a SPARQL JSON answer every
+    half second, "huge" an error answer of ``size`` bytes; ``sent`` counts what it managed to send."""
+
+    def __init__(self, mode: str, size: int = 0) -> None:
+        self.sent = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    if mode == "trickle":
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/sparql-results+json")
+                        self.end_headers()
+                        for byte in b'{"head": {"vars": ["n"]}, "results": {"bindings": []}}':
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            outer.sent += 1
+                            time.sleep(0.5)
+                    else:
+                        self.send_response(500)
+                        self.send_header("Content-Length", str(size))
+                        self.end_headers()
+                        chunk = b"x" * 65536
+                        while outer.sent < size:
+                            self.wfile.write(chunk)
+                            outer.sent += len(chunk)
+                except OSError:  # the client stopped reading
+                    pass
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_timeout_bounds_the_whole_answer_not_each_read():
+    server = _Trickle("trickle")
+    try:
+        with pytest.raises(RemoteTimeoutError, match="timed out: the answer took longer than the timeout in all"):
+            RemoteStore(server.url, timeout=1.5, connect_timeout=1, max_attempts=1).select("SELECT * WHERE { ?s ?p ?o }")
+        assert server.sent < 20  # it gave up long before the 56 bytes (28 s) the answer would take
+    finally:
+        server.close()
+
+
+def test_an_error_answer_of_hundreds_of_megabytes_is_read_no_further_than_its_excerpt():
+    server = _Trickle("huge", size=400 * 2**20)
+    try:
+        with pytest.raises(RemoteHTTPError, match="HTTP 500"):
+            RemoteStore(server.url, timeout=30, connect_timeout=1, max_attempts=1).select("SELECT * WHERE { ?s ?p ?o }")
+        assert server.sent < 40 * 2**20  # the client closed the connection after its first 64 KiB (socket buffers aside)
+    finally:
+        server.close()

@@ -82,6 +82,9 @@ AUTH_ENV = "DSPY_RDF_STORE_AUTH"
 
 MAX_REDIRECTS = 5
 BODY_EXCERPT = 300
+ERROR_BODY_LIMIT = 65536
+"""Bytes of an error answer read at most (its excerpt is shown): a server that answers an error with 400 MB costs no
+more memory than this."""
 SPARQL_JSON = "application/sparql-results+json"
 MAX_ROWS_HEADER = "X-SPARQL-MaxRows"
 """The header by which Virtuoso says that it cut an answer at its ``ResultSetMaxRows``."""
@@ -319,6 +322,7 @@ class HttpClient:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.max_wait = max_wait
+        self.timeout = timeout
         self._auth, self.auth_scheme, self._secrets = credentials_from_env()
         self.server: str | None = None
         """The ``Server`` header of the server's first answer (``Oxigraph/0.5.13``, ``Virtuoso/07.20.3229 ...``)."""
@@ -343,12 +347,15 @@ class HttpClient:
         return DEFAULT_REDACTOR.redact_text(text)
 
     def _send(self, method: str, url: httpx.URL, *, content: bytes | None, data: dict[str, str] | None, headers: dict[str, str]) -> httpx.Response:
-        """One request, following redirects; credentials only go to the origin of the first URL."""
+        """One request, following redirects; credentials only go to the origin of the first URL. The timeout bounds
+        the whole answer, not each read (a server that sends a byte every second would never end otherwise), and of
+        an error answer at most :data:`ERROR_BODY_LIMIT` bytes are read."""
         origin = _origin(url)
+        deadline = time.monotonic() + self.timeout
         for _ in range(MAX_REDIRECTS + 1):
             request = self._client.build_request(method, url, content=content, data=data, headers=headers)
             auth = self._auth if self._auth is not None and _origin(request.url) == origin else None
-            response = self._client.send(request, auth=auth)
+            response = self._read_within(self._client.send(request, auth=auth, stream=True), deadline)
             if self.server is None and response.headers.get("Server"):
                 self.server = response.headers["Server"]
             location = response.headers.get("Location")
@@ -361,6 +368,26 @@ class HttpClient:
                 headers = {k: val for k, val in headers.items() if k.lower() != "content-type"}
             log.debug("%s redirected to %s", safe_url(request.url), safe_url(url))
         raise RemoteStoreError(f"{method} {safe_url(url)}: more than {MAX_REDIRECTS} redirects", method=method, url=safe_url(url))
+
+    def _read_within(self, response: httpx.Response, deadline: float) -> httpx.Response:
+        """The answer read whole by ``deadline`` (else a read timeout), at most :data:`ERROR_BODY_LIMIT` bytes of an
+        error answer, as a response that holds its body."""
+        limit = ERROR_BODY_LIMIT if response.status_code >= 400 else None
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in response.iter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if limit is not None and size >= limit:
+                    break
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(f"the answer took longer than the timeout of {self.timeout:g} s in all", request=response.request)
+        finally:
+            response.close()
+        body = b"".join(chunks)[:limit] if limit is not None else b"".join(chunks)
+        kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(response.status_code, headers=kept, content=body, request=response.request, extensions=response.extensions)
 
     def request(
         self,
@@ -395,7 +422,10 @@ class HttpClient:
                     raise RemoteTLSError(f"{method} {shown}: the TLS handshake failed: {self.redact(tls.reason)}{hint}", method=method, url=shown) from None
                 # A connection that could not be opened sent nothing: safe to retry even for updates.
                 retryable = idempotent or isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-                what = f"timed out ({type(exc).__name__})" if isinstance(exc, httpx.TimeoutException) else f"failed: {self.redact(str(exc)) or type(exc).__name__}"
+                if isinstance(exc, httpx.TimeoutException):
+                    what = "timed out: the answer took longer than the timeout in all" if "in all" in str(exc) else f"timed out ({type(exc).__name__})"
+                else:
+                    what = f"failed: {self.redact(str(exc)) or type(exc).__name__}"
                 if retryable and not last_try and not isinstance(exc, httpx.UnsupportedProtocol):
                     self._wait(attempt, None, f"{method} {shown} {what}")
                     continue
