@@ -591,3 +591,28 @@ def test_to_json_of_several_traces_into_a_json_file_is_refused_and_says_to_use_j
     assert "write them to a .jsonl file" in line
     assert not (tmp_path / "all.json").exists()
     assert dspy_rdf("to-json", str(rdf), "-o", "all.jsonl", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker processes in /proc (Linux)")
+def test_the_worker_processes_of_validate_die_with_it_when_it_is_killed(tmp_path, large_store):
+    import signal
+    import time
+
+    left: list[int] = []
+
+    def kill_the_command(process: subprocess.Popen, workers: list[int]) -> None:
+        os.kill(process.pid, signal.SIGKILL)  # no handler runs: only the kernel can end the workers now
+        left.extend(workers)
+
+    validate_and_signal(tmp_path, large_store, kill_the_command)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left and not [pid for pid in left if Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)]
+
+
+def _state(pid: int) -> str:
+    try:
+        return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:")).lower()
+    except (OSError, StopIteration):
+        return "gone"

@@ -38,6 +38,7 @@ data are not used for targets (pySHACL would use them).
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -704,9 +705,25 @@ _WORKER: dict[str, Any] = {}
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _worker_init(path: str, shapes: str | None) -> None:
+def _die_with(parent: int) -> None:
+    """End this process when ``parent`` dies, however it dies (``kill -9`` included): Linux's parent-death signal,
+    and a check that the parent did not die before it was set. Elsewhere the worker ends when its pipe closes."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_init(path: str, shapes: str | None, parent: int) -> None:
     # A terminal sends Ctrl-C to every process of the group: the parent decides what it means (and stops the workers),
     # a worker only ends when it is told to, quietly. The signals were blocked when it was forked (see _worker_pool).
+    _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
@@ -746,7 +763,8 @@ def _worker_pool(path: Path, workers: int, shapes: str | Path | None) -> Iterato
 
     before = set(multiprocessing.active_children())
     executor = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init, initargs=(str(path), None if shapes is None else str(shapes))
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init,
+        initargs=(str(path), None if shapes is None else str(shapes), os.getpid()),
     )
     try:
         # The workers are forked by the first submit: with SIGINT and SIGTERM blocked, so that neither reaches a
