@@ -80,7 +80,9 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
     "slack_token": r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
     "json_web_token": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
+    # each BEGIN looks for its END no further than the next BEGIN, so that text of many BEGINs and no END costs time
+    # linear in its length (a lazy search to the end of the text from every BEGIN was quadratic)
+    "private_key": r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:(?!-----BEGIN )[\s\S])*?-----END [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----",
     "bearer_token": r"(?<=[Bb]earer )[A-Za-z0-9\-._~+/]{16,}=*|(?<=BEARER )[A-Za-z0-9\-._~+/]{16,}=*",
     "basic_credentials": r"(?<=[Bb]asic )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])|(?<=BASIC )[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])",
     "digest_response": r'(?<=response=")[0-9a-fA-F]{32,}',
