@@ -102,9 +102,8 @@ def test_one_bad_jsonl_line_is_named_and_skipped_and_the_others_are_exported(tmp
     assert main(["export", str(source), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert expected in err
-    if case != "lone surrogate":  # that one is found when writing RDF: it is named by node and property instead
-        assert f"{source}:2" in err
-    else:
+    assert f"{source}:2" in err  # the file and line, even for what is only found when writing RDF
+    if case == "lone surrogate":  # found when writing RDF: named by node and property too
         assert "/request/message/0/part/0" in err and "args" in err
     assert len(parse_traces(out, RdfFormat.N_QUADS)) == 2
     assert main(["export", str(source), "-o", str(tmp_path / "strict.nq"), "--strict"]) == 2

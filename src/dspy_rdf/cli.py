@@ -187,6 +187,8 @@ class _Inputs:
         self.strict = strict
         self.skipped = 0
         self.read = 0
+        self.where: tuple[str, int | None] = ("<input>", None)
+        """The file and line of the trace last handed out (what a trace that cannot be written is named by)."""
 
     def traces(self, progress: Callable[[int], None] | None = None) -> Iterator:
         from dspy_rdf.inputs import read_traces
@@ -195,6 +197,7 @@ class _Inputs:
             for item in read_traces(path, progress=progress, **self.options):
                 if item.error is None:
                     self.read += 1
+                    self.where = (item.source, item.line)
                     yield item.trace
                 elif self.strict:
                     raise item.error
@@ -246,6 +249,10 @@ def _export(args: argparse.Namespace) -> int:
     unwritable = []
 
     def not_written(error: Exception) -> None:
+        from dspy_rdf.errors import TraceInputError
+
+        if isinstance(error, TraceInputError) and error.source == "<input>":  # named by the file and line it came from
+            error = error.located(source=inputs.where[0], line=inputs.where[1])
         if args.strict:
             raise error
         print(f"not written: {error}", file=sys.stderr)
