@@ -22,7 +22,7 @@ from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.identity import trace_iri
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.sources import ReadOptions
-from dspy_rdf.sources.otlp import SOURCE
+from dspy_rdf.sources.otlp import GRACE_LINES, SOURCE
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.tracejson import trace_from_json, trace_to_json, traces_from_json
 from dspy_rdf.validation import validate_traces
@@ -97,14 +97,61 @@ def test_the_same_spans_in_one_export_or_over_eight_lines_give_the_same_traces()
     assert [i.line for i in read_traces(OTLP / "openinference_dspy331_batches.jsonl")] == [1, 7, 8]
 
 
-def test_a_trace_is_kept_only_until_its_root_span_came():
+def batches(copies: int) -> list[dict]:
+    """The eight exports of the batches fixture, repeated ``copies`` times with fresh trace ids."""
+    lines = (OTLP / "openinference_dspy331_batches.jsonl").read_text().splitlines()
+    ids = sorted({s["traceId"] for line in lines for r in json.loads(line)["resourceSpans"]
+                  for sc in r["scopeSpans"] for s in sc["spans"]})
+    out = []
+    for copy_number in range(copies):
+        for line in lines:
+            for number, trace_id in enumerate(ids):
+                line = line.replace(trace_id, f"{copy_number:08x}{number:024x}")
+            out.append(json.loads(line))
+    return out
+
+
+def test_a_trace_is_kept_only_while_its_spans_may_still_come():
     assembly = SOURCE.assembly(ReadOptions())
-    waiting = []
-    for number, line in enumerate((OTLP / "openinference_dspy331_batches.jsonl").read_text().splitlines(), start=1):
-        read = list(assembly.add(json.loads(line), "program_run", number))
-        waiting.append((len(read), len(assembly.pending)))
-    assert list(assembly.finish()) == []
-    assert waiting[-1] == (1, 0) and max(w for _, w in waiting) <= 2
+    waiting, read = [], 0
+    for number, export in enumerate(batches(12), start=1):
+        read += len(list(assembly.add(export, "program_run", number)))
+        waiting.append(len(assembly.pending))
+    read += len(list(assembly.finish()))
+    assert read == 36
+    # memory is bounded by the grace window, not by the length of the file: 96 exports, never more than a few waiting
+    assert max(waiting) <= 3 + GRACE_LINES and waiting[-1] > 0
+
+
+def test_a_child_span_exported_after_its_root_joins_its_trace(tmp_path):
+    """Exporters batch spans by end time: a child may be sent in the export after its root's."""
+    whole = json.loads((OTLP / "openinference_dspy331.json").read_text())
+    spans = whole["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    first = spans[0]["traceId"]
+    root = next(s for s in spans if s["traceId"] == first and not s.get("parentSpanId"))
+    children = [s for s in spans if s["traceId"] == first and s is not root]
+
+    def export(chosen: list[dict]) -> str:
+        value = copy.deepcopy(whole)
+        value["resourceSpans"][0]["scopeSpans"][0]["spans"] = chosen
+        del value["resourceSpans"][1:]
+        return json.dumps(value)
+
+    late = tmp_path / "late.jsonl"
+    late.write_text(export([root, *children[1:]]) + "\n" + export(children[:1]) + "\n")
+    on_time = tmp_path / "on_time.jsonl"
+    on_time.write_text(export([root, *children]) + "\n")
+    (a,), (b,) = read_traces(late), read_traces(on_time)
+    assert a.error is None and len(a.trace.calls) == len(b.trace.calls) > 0
+    assert trace_iri(a.trace) == trace_iri(b.trace)
+
+    # a span that comes once the trace has been read is named, not made into a second trace
+    filler = export([])
+    too_late = tmp_path / "too_late.jsonl"
+    too_late.write_text("\n".join([export([root, *children[1:]]), *[filler] * GRACE_LINES, export(children[:1])]) + "\n")
+    reads = list(read_traces(too_late))
+    assert [r.error is None for r in reads] == [True, False]
+    assert f"1 span(s) of trace {a.trace.source_trace_id}" in str(reads[1].error) and f"too_late.jsonl:{GRACE_LINES + 2}:" in str(reads[1].error)
 
 
 def test_mlflow_genai_export_of_dspy_keeps_calls_tools_and_errors_but_no_messages():

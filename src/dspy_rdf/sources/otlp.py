@@ -10,11 +10,13 @@ requests is read too.
 The spans of one trace (one ``traceId``) become one program run (:mod:`dspy_rdf.sources.spans`), whose attributes are
 read in every vocabulary side by side (:mod:`dspy_rdf.sources.conventions`); the trace keeps its id
 (``source_trace_id``, 32 hex digits). One export may hold many traces, and one trace may be spread over several
-exports (several lines of a JSON Lines file): a trace is complete, and read, once its root span (no parent) has been
-read, so a file of any size is read keeping only the traces whose root has not come yet; those left when the input
-ends are read as they are. The resource's attributes and the instrumentation scope, which no slot holds, are listed
-in ``losses``. MLflow encodes each attribute value it sets as JSON text: spans of MLflow's tracer (scope ``mlflow...``)
-and ``mlflow.*`` attributes are decoded as MLflow decodes them.
+exports (several lines of a JSON Lines file): a trace is complete once its root span (no parent) has been read and
+:data:`GRACE_LINES` more exports have brought no span of it (an exporter may send a child span after its root, in the
+next batch), so a file of any size is read keeping only the traces still arriving; those left when the input ends are
+read as they are, and spans of a trace that come later than that are named and left out. The resource's attributes
+and the instrumentation scope, which no slot holds, are listed in ``losses``. MLflow encodes each attribute value it
+sets as JSON text: spans of MLflow's tracer (scope ``mlflow...``) and ``mlflow.*`` attributes are decoded as MLflow
+decodes them.
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ class _Pending:
     error: TraceInputError | None = None
     line: int | None = None
     complete: bool = False
+    last_seen: int = 0  # the number of the export (value) that last brought a span of it
 
 
 def spans_from_otlp(value: Any, path: str = "") -> Iterator[tuple[str, Span | TraceInputError, set[str], str]]:
@@ -199,22 +202,40 @@ def _run(trace_id: str, pending: _Pending) -> m.Trace:
     return run_from_spans(pending.spans, source_format="otlp", source_trace_id=trace_id, losses=losses)
 
 
+GRACE_LINES = 4
+"""Exports (lines of a JSON Lines file) a trace whose root span has come waits for more of its spans before it is read."""
+
+
+READ_IDS_KEPT = 100_000
+"""Ids of read traces remembered to name their late spans; older ones are forgotten, keeping memory bounded."""
+
+
 class _Traces(Assembly):
-    """The traces of one input; a trace is read once its root span has come (see the module docstring)."""
+    """The traces of one input; a trace is read once its root span has come and :data:`GRACE_LINES` more exports
+    brought none of its spans (see the module docstring)."""
 
     def __init__(self) -> None:
         self.pending: dict[str, _Pending] = {}
+        self.values = 0
+        # traces read lately: spans of theirs that come later are named and left out (bounded: a long file's ids)
+        self.read_ids: dict[str, None] = {}
+        self.late: dict[str, int] = {}
 
     def add(self, value: Any, kind: m.SourceKind, line: int | None) -> Iterator[Read]:
+        self.values += 1
         exports = [(f"[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [("", value)]
         touched: list[str] = []
         try:
             for path, export in exports:
                 for trace_id, span, resource, scope in spans_from_otlp(export, path):
+                    if trace_id in self.read_ids:
+                        self.late[trace_id] = self.late.get(trace_id, 0) + 1
+                        continue
                     pending = self.pending.setdefault(trace_id, _Pending())
                     if trace_id not in touched:
                         touched.append(trace_id)
                     pending.line = line
+                    pending.last_seen = self.values
                     pending.resource |= resource
                     pending.scopes.add(scope)
                     if isinstance(span, TraceInputError):
@@ -225,11 +246,19 @@ class _Traces(Assembly):
                         pending.complete = True
         except TraceInputError as exc:
             yield Read(error=exc.located(line=line), line=line)
-        for trace_id in touched:
-            if self.pending[trace_id].complete:
-                yield self._read(trace_id)
+        for trace_id, count in self.late.items():
+            message = (f"{count} span(s) of trace {trace_id} came more than {GRACE_LINES} exports after its root span, once "
+                       "it had been read; they were left out (export a trace's spans closer together)")
+            yield Read(error=TraceInputError(message).located(line=line), line=line)
+        self.late.clear()
+        waited = [t for t, p in self.pending.items() if p.complete and self.values - p.last_seen >= GRACE_LINES]
+        for trace_id in waited:
+            yield self._read(trace_id)
 
     def _read(self, trace_id: str) -> Read:
+        self.read_ids[trace_id] = None
+        if len(self.read_ids) > READ_IDS_KEPT:
+            del self.read_ids[next(iter(self.read_ids))]
         pending = self.pending.pop(trace_id)
         if pending.error is not None:
             return Read(error=pending.error.located(line=pending.line), line=pending.line)
