@@ -66,7 +66,7 @@ QUERIES = Path(dspy_rdf.__file__).parent / "queries"
 FIXTURES = ("history_dicts_dspy3.3.1.json", "react_history.json")
 MODELS = ("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku", "scripted/typed-lm")
 START = datetime(2026, 10, 23, 8, 0, 0)
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3  # 3: every copy of a program run has DSPy call ids of its own (a run's identity)
 
 
 # --- workload ----------------------------------------------------------------------------------------------
@@ -130,7 +130,8 @@ def renewed(entry, model: str, timestamp: str, rng: random.Random):
 
 
 def vary_run(trace, rng: random.Random):
-    """A copy of the program run ``trace`` moved to a random start within 30 days, whose LM calls have new uuids and
+    """A copy of the program run ``trace`` moved to a random start within 30 days, whose calls have new DSPy call ids
+    (a run is identified by its top-level call's id, so copies must not share them), whose LM calls have new uuids and
     one of three models, and whose tool executions take log-normally distributed times."""
     when = START.replace(tzinfo=timezone.utc) + timedelta(seconds=rng.uniform(0, 30 * 86400))
     origin = datetime.fromisoformat(trace.started_at)
@@ -142,6 +143,8 @@ def vary_run(trace, rng: random.Random):
     calls = []
     for call in trace.calls:
         changes = {"started_at": moved(call.started_at), "ended_at": moved(call.ended_at)}
+        if call.dspy_call_id is not None:
+            changes["dspy_call_id"] = f"{rng.getrandbits(128):032x}"
         if isinstance(call, m.ToolExecution) and call.ended_at is not None:
             began = datetime.fromisoformat(changes["started_at"])
             changes["ended_at"] = (began + timedelta(seconds=round(rng.lognormvariate(-2.0, 1.2), 6))).isoformat()

@@ -284,7 +284,7 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
     location = store.location
     try:
         with _progress(args.files) as progress:
-            report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk, redactor=redactor)
+            report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk, redactor=redactor, origin=lambda: inputs.where)
         if isinstance(store, EmbeddedStore) and (args.bulk or report.triples >= _OPTIMIZE_AFTER_TRIPLES):
             print(f"optimizing the store for queries after loading {report.triples} triples…", file=sys.stderr)
             store.optimize()

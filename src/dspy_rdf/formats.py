@@ -216,4 +216,6 @@ def parse_traces(data: bytes | Path, format: RdfFormat | None = None, *, source:
         quads = list(ox.parse(data, RdfFormat(format).oxigraph))
     except SyntaxError as exc:
         raise RdfInputError(f"not valid {format.value}: {exc}", source=source) from None
+    except MemoryError:  # pyoxigraph's parser holds one token of at most 16 MiB
+        raise RdfInputError("a value longer than the 16 MiB the RDF parser reads", source=source) from None
     return traces_from_quads(quads, source=source)

@@ -8,8 +8,8 @@ and an OTLP trace may be spread over several lines (:class:`dspy_rdf.tracejson.T
 Lines are streamed line by line, so a file of any size is never read into memory at once (an OTLP trace is kept
 only until its root span has been read); ``progress`` is called with the number of bytes consumed after each line.
 Errors name the file, the line and the field; a trace that cannot be read is skipped and the others are read.
-RDF with named graphs (N-Quads, TriG, JSON-LD) is streamed too, one named graph at a time (each trace's quads together,
-as every dspy-rdf writer puts them; a trace spread over the file is put together); Turtle and N-Triples are read whole.
+RDF with named graphs (N-Quads, TriG, JSON-LD) is streamed too, one named graph at a time, in any order of its quads
+(:mod:`dspy_rdf.quadfiles`); Turtle and N-Triples are read whole.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from dspy_rdf.errors import TraceInputError
 from dspy_rdf.model import SourceFormat, Trace
@@ -168,11 +169,8 @@ def read_traces(
 
 def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, data: bytes | None = None) -> Iterator[InputItem]:
     """The traces of an RDF file: formats with named graphs one graph at a time, Turtle and N-Triples whole."""
-    import pyoxigraph as ox
-
     from dspy_rdf.errors import RdfInputError
     from dspy_rdf.formats import RdfFormat, parse_traces
-    from dspy_rdf.reader import traces_from_quads
 
     source, fmt = str(path), RdfFormat(rdf)
 
@@ -191,70 +189,13 @@ def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, 
         for _, trace in pairs:
             yield InputItem(source, None, trace, None)
         return
-    # Quads are read one named graph at a time. A graph whose quads do not give the content its digest says is held
-    # back: the rest of it may come further on in the file (then it is read whole), or it was edited (then it is read
-    # at the end as it is, and written with the digest, and a content-keyed trace under the IRI, of its new content).
-    done: set[str] = set()
-    held: dict[str, list[ox.Quad]] = {}
-    group: list[ox.Quad] = []
+    from dspy_rdf.quadfiles import graph_traces
 
-    def read_graph(graph: str, quads: list[ox.Quad], *, last: bool) -> Iterator[InputItem]:
-        try:
-            pairs = traces_from_quads(quads, source=source)
-            if not last and any(not _matches_hash(iri, trace) for iri, trace in pairs):
-                held[graph] = quads
-                return
-        except RdfInputError as exc:
-            if not last:
-                held[graph] = quads
-                return
-            yield failed(f"graph <{graph}>: {exc.reason}")
-            return
-        done.add(graph)
-        held.pop(graph, None)
-        for _, trace in pairs:
-            yield InputItem(source, None, trace, None)
+    def open_input() -> BinaryIO:
+        return io.BytesIO(data) if data is not None else path.open("rb")
 
-    with io.BytesIO(data) if data is not None else path.open("rb") as handle:
-        read = 0
-
-        def flush() -> Iterator[InputItem]:
-            nonlocal read
-            if group:
-                name = group[0].graph_name
-                graph = name.value if isinstance(name, ox.NamedNode) else "the default graph"
-                if graph in done:
-                    yield failed(f"graph <{graph}>: {len(group)} of its quads come again further on in the file, after its "
-                                 "trace was read whole; they were left out")  # fmt: skip
-                else:
-                    yield from read_graph(graph, [*held.get(graph, ()), *group], last=False)
-                group.clear()
-            if progress is not None:
-                position = handle.tell()
-                progress(position - read)
-                read = position
-
-        try:
-            for quad in ox.parse(handle, fmt.oxigraph):
-                if group and quad.graph_name != group[0].graph_name:
-                    yield from flush()
-                group.append(quad)
-        except SyntaxError as exc:
-            yield failed(f"not valid {fmt.value}: {exc}")
-            return
-        yield from flush()
-    for graph, quads in list(held.items()):
-        yield from read_graph(graph, quads, last=True)
-
-
-def _matches_hash(iri: str, trace: Trace) -> bool:
-    """Whether the quads read of a trace hold all of it: the content digest it was written with is that of what was
-    read. A graph without a digest is whole when its IRI ends in a key of dspy-rdf 0.1.0 (which wrote none, one
-    graph at a time) or in no key (a graph named otherwise); a graph of this release always has one, which the quads
-    read so far may not hold yet."""
-    from dspy_rdf.identity import LEGACY_KEY_PREFIX, content_digest, content_payload, key_of_iri
-
-    if trace.content_digest is not None:
-        return trace.content_digest == content_digest(content_payload(trace))
-    key = key_of_iri(iri)
-    return key is None or key.startswith(LEGACY_KEY_PREFIX)
+    for read in graph_traces(open_input, fmt, source=source, progress=progress):
+        if read.trace is not None:
+            yield InputItem(source, None, read.trace, None)
+        else:
+            yield InputItem(source, read.line, None, TraceInputError(read.error, source=source, line=read.line))

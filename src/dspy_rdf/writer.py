@@ -27,7 +27,11 @@ from dspy_rdf.identity import DEFAULT_BASE, check_base, content_digest, content_
 if TYPE_CHECKING:
     from dspy_rdf.redact import Redactor
 
-__all__ = ["part_ref_iri", "stored_form", "trace_lines"]
+__all__ = ["MAX_LITERAL_BYTES", "part_ref_iri", "stored_form", "trace_lines"]
+
+MAX_LITERAL_BYTES = 16_000_000
+"""The longest literal written, in bytes of its N-Quads text: pyoxigraph (the embedded store, and every RDF file this
+package reads back) refuses a token over 16 MiB, so a trace holding a longer value is refused by name instead."""
 
 
 def _iri(value: str) -> str:
@@ -808,7 +812,23 @@ def trace_lines(
     with _unwritable(iri):
         writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
         writer.trace(trace, iri, digest)
+    if max(map(len, writer.out), default=0) * 4 > MAX_LITERAL_BYTES:  # 4 bytes per character at most
+        _refuse_long_literals(iri, writer.out)
     return iri, writer.out
+
+
+def _refuse_long_literals(iri: str, lines: list[str]) -> None:
+    for line in lines:
+        if len(line) * 4 <= MAX_LITERAL_BYTES:
+            continue
+        node, prop, rest = line.split(" ", 2)
+        size = len(rest.encode("utf-8", "surrogatepass"))
+        if size > MAX_LITERAL_BYTES:
+            raise TraceInputError(
+                f"trace {iri}: a value of {size / 1e6:.1f} MB is longer than the {MAX_LITERAL_BYTES / 1e6:.0f} MB a "
+                "literal may have (RDF parsers such as pyoxigraph's refuse longer ones): shorten it or leave it out",
+                field=f"node {node}, property {prop}",
+            )
 
 
 @contextmanager

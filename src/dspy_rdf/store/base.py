@@ -248,6 +248,7 @@ class TraceStore(ABC):
         batch_triples: int = 100_000,
         progress: Callable[[int], None] | None = None,
         redactor: Redactor | None = DEFAULT_REDACTOR,
+        origin: Callable[[], tuple[str, int | None]] | None = None,
     ) -> PutReport:
         """Write traces, each into the named graph of its IRI, in batches of whole traces; leave the traces already
         stored as they are (see the module docstring).
@@ -255,7 +256,8 @@ class TraceStore(ABC):
         Batches start small (the first traces are committed soon) and double up to ``batch_triples``. ``progress``
         is called with the number of traces of each batch once it is stored. Secrets are redacted first by
         ``redactor`` (:mod:`dspy_rdf.redact`; ``None`` keeps everything). Traces that cannot be written are listed
-        in :attr:`PutReport.failed`; the others are written regardless. Exceptions from the store itself (disk,
+        in :attr:`PutReport.failed`, by the file and line ``origin`` gives (called as each trace is taken, it names
+        where the trace came from); the others are written regardless. Exceptions from the store itself (disk,
         network) propagate after what was written before them is reported in the exception's ``report``
         attribute, so a caller can say which traces were not written.
 
@@ -298,18 +300,21 @@ class TraceStore(ABC):
         pending: list[EncodedTrace] = []
         size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
 
-        def encode(chunk: list[tuple[str, m.Trace, str]]) -> None:
+        def located(exc: TraceInputError, where: tuple[str, int | None] | None) -> str:
+            return str(exc.located(source=where[0], line=where[1]) if where is not None and exc.source == "<input>" else exc)
+
+        def encode(chunk: list[tuple[str, m.Trace, str, tuple[str, int | None] | None]]) -> None:
             """Encode the traces of a chunk the store does not hold yet, and queue full batches."""
             nonlocal pending, size, number, limit
-            stored = self._stored([iri for iri, _, _ in chunk])
-            for iri, form, digest in chunk:
+            stored = self._stored([iri for iri, _, _, _ in chunk])
+            for iri, form, digest, where in chunk:
                 if iri in stored:
                     report.already_stored.append(iri)
                     continue
                 try:
                     _, data = encode_trace(form, base=base, iri=iri, digest=digest)  # already redacted by stored_form
                 except TraceInputError as exc:
-                    report.failed.append((iri, str(exc)))
+                    report.failed.append((iri, located(exc, where)))
                     continue
                 pending.append(EncodedTrace(iri, data, data.count(b"\n")))
                 size += pending[-1].triples
@@ -323,19 +328,20 @@ class TraceStore(ABC):
             for _ in range(max(1, self.writer_threads)):
                 writers.append(pool.submit(writer))  # only submitted writers are waited for
             seen: set[str] = set()
-            chunk: list[tuple[str, m.Trace, str]] = []
+            chunk: list[tuple[str, m.Trace, str, tuple[str, int | None] | None]] = []
             for trace in traces:
                 if failure:
                     break
+                where = origin() if origin is not None else None
                 try:
                     iri, form, digest = stored_form(trace, base=base, redactor=redactor)
                 except TraceInputError as exc:  # the message names the trace when its IRI could be computed
-                    report.failed.append(("", str(exc)))
+                    report.failed.append(("", located(exc, where)))
                     continue
                 if iri in seen:  # the same trace again in this input: written once
                     continue
                 seen.add(iri)
-                chunk.append((iri, form, digest))
+                chunk.append((iri, form, digest, where))
                 if len(chunk) >= _LOOKUP_CHUNK:
                     encode(chunk)
                     chunk = []
