@@ -147,3 +147,69 @@ def test_the_second_pass_sorts_graphs_into_many_small_files_and_gives_the_same_t
     many_files = sorted(str(i.trace.content_digest) for i in read_traces(shuffled))
     assert many_files == one_file and len(one_file) == len({graph_of(line) for line in lines})
     assert len([p for p in opened if p.suffix == ".nq" and p != shuffled]) == len(one_file)
+
+
+def _reordered(value, rng: random.Random):
+    """A JSON value with the keys of every object in a random order (JSON-LD does not mind; streaming parsers do)."""
+    if isinstance(value, list):
+        return [_reordered(v, rng) for v in value]
+    if not isinstance(value, dict):
+        return value
+    keys = list(value)
+    rng.shuffle(keys)
+    return {k: _reordered(value[k], rng) for k in keys}
+
+
+def test_json_ld_is_written_in_the_streaming_order_and_read_in_any_order(dump, tmp_path):
+    import json
+
+    written = tmp_path / "dump.jsonld"
+    assert main(["export", str(dump), "-o", str(written)]) == 0
+    document = json.loads(written.read_text(encoding="utf-8"))
+    assert list(document) == ["@context", "@graph"]
+    for graph in document["@graph"]:
+        assert list(graph) == ["id", "@graph"]
+        assert all(list(node)[: len({"@type", "id"} & set(node))] == [k for k in ("@type", "id") if k in node] for node in graph["@graph"])
+    want = sorted(str(i.trace.content_digest) for i in read_traces(dump))
+    assert sorted(str(i.trace.content_digest) for i in read_traces(written)) == want
+    shuffled = _reordered(document, random.Random(5))
+    shuffled = {"@graph": shuffled["@graph"], "@context": shuffled["@context"]}  # the context last, too
+    other = tmp_path / "other.jsonld"
+    other.write_text(json.dumps(shuffled), encoding="utf-8")
+    items = list(read_traces(other))
+    assert all(i.error is None for i in items) and sorted(str(i.trace.content_digest) for i in items) == want
+
+
+@pytest.mark.parametrize("kind", ["grouped nq", "shuffled nq", "jsonld", "jsonld in another order"])
+def test_progress_counts_every_byte_once(dump, tmp_path, kind):
+    import json
+
+    path = dump
+    if kind == "shuffled nq":
+        lines = lines_of(dump)
+        random.Random(2).shuffle(lines)
+        path = write(tmp_path / "s.nq", lines)
+    elif kind.startswith("jsonld"):
+        path = tmp_path / "d.jsonld"
+        assert main(["export", str(dump), "-o", str(path)]) == 0
+        if kind == "jsonld in another order":
+            document = json.loads(path.read_text(encoding="utf-8"))
+            path.write_text(json.dumps({"@graph": document["@graph"], "@context": document["@context"]}), encoding="utf-8")
+    seen: list[int] = []
+    items = list(read_traces(path, progress=seen.append))
+    assert all(i.error is None for i in items) and len(items) == len({graph_of(line) for line in lines_of(dump)})
+    assert sum(seen) == path.stat().st_size and all(n > 0 for n in seen)
+
+
+def test_json_ld_out_of_the_streaming_order_late_in_the_file_gives_each_trace_once(dump, tmp_path):
+    import json
+
+    path = tmp_path / "d.jsonld"
+    assert main(["export", str(dump), "-o", str(path)]) == 0
+    document = json.loads(path.read_text(encoding="utf-8"))
+    last = document["@graph"][-1]
+    last["@graph"] = [{**{k: v for k, v in node.items() if k != "@type"}, "@type": node["@type"]} for node in last["@graph"]]
+    path.write_text(json.dumps(document), encoding="utf-8")
+    items = list(read_traces(path))
+    assert all(i.error is None for i in items), [str(i.error) for i in items if i.error]
+    assert sorted(str(i.trace.content_digest) for i in items) == sorted(str(i.trace.content_digest) for i in read_traces(dump))

@@ -200,7 +200,27 @@ class _JsonLdWriter:
         document = json.loads(dataset.serialize(format="json-ld", context=self.context, auto_compact=True))
         document.pop("@context", None)
         # rdflib writes several named graphs as items of "@graph", and a single one as the document itself.
-        return document["@graph"] if set(document) == {"@graph"} else [document]
+        graphs = document["@graph"] if set(document) == {"@graph"} else [document]
+        return [_streaming_order(graph) for graph in graphs]
+
+
+_FIRST_KEYS = ("@type", "id", "@id")
+
+
+def _streaming_order(graph: dict) -> dict:
+    """A named graph object with its keys in the order of the JSON-LD streaming profile (a node's type and id before
+    its properties, a graph's id before its nodes), so that a streaming parser holds one node at a time."""
+
+    def node(value: dict) -> dict:
+        first = [key for key in _FIRST_KEYS if key in value]
+        return {**{key: value[key] for key in first}, **{k: v for k, v in value.items() if k not in first}}
+
+    nodes = graph.get("@graph")
+    ordered = node(graph)
+    if isinstance(nodes, list):
+        ordered["@graph"] = [node(n) if isinstance(n, dict) else n for n in nodes]
+        ordered = {**{k: v for k, v in ordered.items() if k != "@graph"}, "@graph": ordered["@graph"]}
+    return ordered
 
 
 def parse_traces(data: bytes | Path, format: RdfFormat | None = None, *, source: str | None = None) -> list[tuple[str, m.Trace]]:

@@ -56,6 +56,10 @@ class _BadLine:
     reason: str
 
 
+class _Restart:
+    """The input is read again from its start (JSON-LD not in the streaming order): quads read so far come again."""
+
+
 Graph = ox.NamedNode | ox.BlankNode | ox.DefaultGraph
 
 
@@ -70,10 +74,14 @@ class _QuadFile:
     def __init__(self, open_input: Callable[[], BinaryIO], fmt: RdfFormat) -> None:
         self.open_input = open_input
         self.fmt = fmt
+        # JSON-LD is read with pyoxigraph's streaming parser, which holds one object at a time when keys come in the
+        # order of the streaming profile (as this package writes them); a document in another order makes it fail,
+        # and is read again with the parser that holds the whole document.
+        self.streaming = fmt is RdfFormat.JSON_LD
         self.handle: BinaryIO | None = None
         self.size = 0  # of the input, in bytes
 
-    def quads(self) -> Iterator[ox.Quad | _BadLine]:
+    def quads(self) -> Iterator[ox.Quad | _BadLine | _Restart]:
         line_based = self.fmt is RdfFormat.N_QUADS
         bad = 0
         with self.open_input() as handle:
@@ -83,6 +91,14 @@ class _QuadFile:
             while True:
                 handle.seek(start)
                 try:
+                    if self.streaming:
+                        try:
+                            yield from ox.parse(handle, ox.RdfFormat.STREAMING_JSON_LD)
+                            return
+                        except (SyntaxError, MemoryError):
+                            self.streaming = False
+                            handle.seek(0)
+                            yield _Restart()
                     yield from ox.parse(handle, self.fmt.oxigraph)
                     return
                 except MemoryError:  # pyoxigraph's parser holds one token of at most 16 MiB
@@ -114,7 +130,8 @@ class _QuadFile:
                     start, lines_before = handle.tell(), lines_before + relative
 
     def position(self) -> int:
-        return self.handle.tell() if self.handle is not None else 0
+        """Bytes of the input read so far (all of it once the input is closed)."""
+        return self.size if self.handle is None or self.handle.closed else self.handle.tell()
 
 
 _LONGEST_TOKEN = 16 << 20  # pyoxigraph's parser buffer
@@ -177,12 +194,14 @@ def graph_traces(
                 else:
                     later[graph] = False
             group.clear()
-        if progress is not None:
-            position = quad_file.position()
+        if progress is not None and (position := quad_file.position()) > consumed:  # JSON-LD read again goes back
             progress(position - consumed)
             consumed = position
 
     for quad in quad_file.quads():
+        if isinstance(quad, _Restart):
+            group.clear()  # its graph comes again whole; the graphs read already are checked in the second pass
+            continue
         if isinstance(quad, _BadLine):
             any_bad_line = True
             if group:
