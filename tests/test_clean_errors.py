@@ -292,7 +292,7 @@ def test_ctrl_c_or_sigterm_exits_without_a_traceback_and_leaves_no_partial_outpu
     assert sorted(p.name for p in tmp_path.iterdir()) == ["many.jsonl"]
 
 
-# What the console script `dspy-rdf` runs, with a Ctrl-C sent to the process itself the moment it starts importing
+# What the console script `dspy-rdf` runs (its entry point, pyproject.toml's [project.scripts]), with a Ctrl-C sent to the process itself the moment it starts importing
 # MODULE: at that precise point of the start, whatever the speed of the machine.
 CTRL_C_WHILE_IMPORTING = """
 import os, signal, sys
@@ -307,12 +307,12 @@ class CtrlC:
         return None
 
 sys.meta_path.insert(0, CtrlC())
-from dspy_rdf.cli import main
+from dspy_rdf.launch import main
 sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("module", ["argparse", "dspy_rdf.identity", "dspy_rdf.store"])
+@pytest.mark.parametrize("module", ["dspy_rdf.cli", "contextlib", "argparse", "dspy_rdf.identity", "dspy_rdf.store"])
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, demo_store, module):
     result = subprocess.run(
         [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, module, "stats", "--store", str(demo_store)], cwd=tmp_path,

@@ -1,0 +1,7 @@
+"""``python -m dspy_rdf``: the ``dspy-rdf`` command."""
+
+import sys
+
+from dspy_rdf.launch import main
+
+sys.exit(main())
