@@ -22,6 +22,7 @@ from typing import Any
 
 from dspy_rdf import model as m
 from dspy_rdf.errors import TraceInputError
+from dspy_rdf.fields import kind_of
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = ["SOURCE", "call_id_for_step", "is_trajectory", "messages_from_trajectory", "trajectory_to_json"]
@@ -57,19 +58,19 @@ def _steps(value: dict[str, Any]) -> dict[int, dict[str, Any]]:
 def messages_from_trajectory(value: Any) -> list[m.LMMessage]:
     """Turn a ReAct trajectory dict into assistant/tool message pairs, one pair per step."""
     if not isinstance(value, dict):
-        raise TraceInputError(f"a ReAct trajectory is a JSON object, got {type(value).__name__}")
+        raise TraceInputError(f"a ReAct trajectory is a JSON object, got {kind_of(value)}")
     messages: list[m.LMMessage] = []
     for step, fields in _steps(value).items():
         tag = {"react_step": step}
         name = fields.get("tool_name")
         if not isinstance(name, str):
-            what = "is missing" if name is None else f"must be a string, got {type(name).__name__}"
+            what = "is missing" if name is None else f"must be a string, got {kind_of(name)}"
             raise TraceInputError(f"the tool name of step {step} {what}", field=f"tool_name_{step}")
         parts: list[m.LMPart] = []
         if "thought" in fields:
             thought = fields["thought"]
             if not isinstance(thought, str):
-                raise TraceInputError(f"expected a string, got {type(thought).__name__}", field=f"thought_{step}")
+                raise TraceInputError(f"expected a string, got {kind_of(thought)}", field=f"thought_{step}")
             parts.append(m.LMTextPart(text=thought, metadata=dict(tag)))
         args = fields.get("tool_args", {})
         call = m.LMToolCallPart(name=name, call_id=call_id_for_step(step), metadata=dict(tag))
