@@ -6,7 +6,10 @@ file's quads are grouped by graph (as every dspy-rdf writer puts them: the basel
 Workload: the distinct real DSPy traces of ``bench_store.py`` (cached in ``--workdir``), exported once to N-Quads
 (grouped); then the same lines shuffled (``shuf``'s worst case: every graph spread over the whole file) and two
 halves of the file interleaved line by line (a merge of two dumps). A grouped file is read in one pass holding one
-graph at a time; the others in a second pass that gathers the graphs not read whole in a temporary on-disk store.
+graph at a time; the others in a second pass that sorts the graphs not read whole into temporary files of a few
+megabytes. The same traces as JSON-LD are read too: as this package writes it (the streaming profile's key order,
+read by pyoxigraph's streaming parser) and with its ``@context`` moved last, which no streaming parser can follow
+(read by the parser that holds the whole document, as every JSON-LD file was read before).
 Each run is one ``python -m dspy_rdf.cli export`` process started by the launcher of ``bench_export.py`` (its own
 peak RSS, imports included). Medians over ``--repeat`` runs, each order's ratio to the grouped file in the same
 round, and the range of that ratio over the rounds.
@@ -15,6 +18,7 @@ round, and the range of that ratio over the rounds.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -28,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_export import run_child  # noqa: E402  (the same launcher: the child's own peak memory)
 from bench_store import workload  # noqa: E402  (the same workload files)
 
-ORDERS = ("grouped (baseline)", "interleaved halves", "shuffled")
+ORDERS = ("grouped (baseline)", "interleaved halves", "shuffled", "JSON-LD", "JSON-LD, context last")
 
 
-def orders(nquads: Path, directory: Path) -> dict[str, Path]:
-    """The N-Quads file in each order."""
+def orders(nquads: Path, directory: Path, cli: list[str]) -> dict[str, Path]:
+    """The N-Quads file in each order, and the same traces as JSON-LD."""
     lines = nquads.read_bytes().splitlines(keepends=True)
     half = len(lines) // 2
     interleaved = [line for pair in zip(lines[:half], lines[half:]) for line in pair] + lines[2 * half :]
@@ -43,6 +47,13 @@ def orders(nquads: Path, directory: Path) -> dict[str, Path]:
         path = directory / f"{name.split()[0]}.nq"
         path.write_bytes(b"".join(content))
         paths[name] = path
+    jsonld = directory / "traces.jsonld"
+    run_child([*cli, str(nquads), "-o", str(jsonld)])
+    paths[ORDERS[3]] = jsonld
+    document = json.loads(jsonld.read_text(encoding="utf-8"))
+    context_last = directory / "context_last.jsonld"
+    context_last.write_text(json.dumps({"@graph": document.pop("@graph"), "@context": document["@context"]}), encoding="utf-8")
+    paths[ORDERS[4]] = context_last
     return paths
 
 
@@ -64,7 +75,7 @@ def main() -> None:
             source, n_traces, n_calls = workload(size, workdir)
             grouped = scratch / "grouped.nq"
             run_child([*cli, str(source), "-o", str(grouped)])
-            paths = orders(grouped, scratch)
+            paths = orders(grouped, scratch, cli)
             print(f"\n# {n_calls:,} LM calls, {n_traces:,} traces, {grouped.stat().st_size / 1e6:.0f} MB of N-Quads", flush=True)
             times: dict[str, list[float]] = {name: [] for name in ORDERS}
             peaks: dict[str, list[float]] = {name: [] for name in ORDERS}

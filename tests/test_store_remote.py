@@ -569,8 +569,10 @@ def test_endpoint_overrides_from_the_environment_and_keywords(monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_virtuoso_pragma_that_would_fetch_a_url_into_the_store_is_refused_before_it_is_sent(virtuoso_store, virtuoso_server, capsys):
-    """Virtuoso's sponger fetches the FROM IRI of a query with DEFINE get:soft and stores what it got: refused."""
+def test_virtuoso_queries_that_would_fetch_a_url_are_refused_before_they_are_sent(virtuoso_store, virtuoso_server, capsys):
+    """Virtuoso's sponger fetches the FROM IRI of a query with DEFINE get:soft and stores what it got, and its
+    built-in function bif:http_get fetches a URL from within any SELECT: refused. Each is first shown to fetch when
+    sent to the server as it is (the guard is what stops it)."""
     import http.server
     import threading
 
@@ -593,11 +595,18 @@ def test_a_virtuoso_pragma_that_would_fetch_a_url_into_the_store_is_refused_befo
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/data.ttl"
-        sparql = f'DEFINE get:soft "replace" SELECT * FROM <{url}> WHERE {{ ?s ?p ?o }}'
-        assert main(["query", "--sparql", sparql, "--store", virtuoso_server.url]) == 2
-        assert "DEFINE (a Virtuoso pragma) is refused" in capsys.readouterr().err
+        fetching = {
+            f'DEFINE get:soft "replace" SELECT * FROM <{url}> WHERE {{ ?s ?p ?o }}': "DEFINE (a Virtuoso pragma) is refused",
+            f'SELECT (bif:http_get("{url}") AS ?page) WHERE {{}}': "bif:http_get is refused",
+            f'PREFIX b: <bif:> SELECT (b:http_get("{url}") AS ?page) WHERE {{}}': "<bif:> is refused",
+        }
+        for sparql, said in fetching.items():
+            assert main(["query", "--sparql", sparql, "--store", virtuoso_server.url]) == 2
+            assert said in capsys.readouterr().err
         [row] = virtuoso_store.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{url}> {{ ?s ?p ?o }} }}")["results"]["bindings"]
         assert Page.hits == 0 and row["n"]["value"] == "0"
+        virtuoso_store.select(f'SELECT (bif:http_get("{url}") AS ?page) WHERE {{}}')  # unguarded, the server fetches
+        assert Page.hits == 1
     finally:
         server.shutdown()
 

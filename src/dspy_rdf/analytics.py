@@ -323,6 +323,7 @@ _TOKEN = re.compile(
 )
 _UPDATE_WORDS = {"INSERT", "DELETE", "LOAD", "CLEAR", "DROP", "CREATE", "ADD", "MOVE", "COPY", "WITH", "USING"}
 _ALLOWED_DATASET_SCHEMES = ("http://", "https://", "urn:")
+_SERVER_PROCEDURES = ("bif:", "sql:")  # Virtuoso's built-in functions and SQL procedures (bif:http_get fetches a URL)
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
 
 
@@ -343,6 +344,15 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None:
     prefixes: dict[str, str] = {}
     for i, (kind, value) in enumerate(tokens):
+        if kind in ("iri", "pname"):
+            declared = kind == "pname" and value.split(":", 1)[0] in prefixes and not (i > 0 and tokens[i - 1][1].upper() == "PREFIX")
+            iri = value[1:-1] if kind == "iri" else prefixes[value.split(":", 1)[0]] + value.split(":", 1)[1] if declared else value
+            if iri.lower().startswith(_SERVER_PROCEDURES):
+                raise ValueError(
+                    f"{value} is refused: Virtuoso runs bif: and sql: names as its own functions and procedures, "
+                    "which can fetch URLs (bif:http_get) and write"
+                )
+            continue
         if kind != "word":
             continue
         word = value.upper()
@@ -382,7 +392,8 @@ def check_user_sparql(text: str, *, allow_federation: bool = False) -> None:
     """Refuse raw SPARQL that reaches beyond the store; ValueError saying what and why.
 
     Refused: updates (``INSERT``, ``DELETE``, ``LOAD``, ``DROP`` ... the store only runs SELECT and ASK), server
-    pragmas (Virtuoso's ``DEFINE get:soft "replace"`` fetches a URL and writes it into the store), and,
+    pragmas (Virtuoso's ``DEFINE get:soft "replace"`` fetches a URL and writes it into the store), the server's own
+    functions and procedures (Virtuoso's ``bif:`` and ``sql:`` names: ``bif:http_get`` fetches a URL), and,
     unless ``allow_federation``: ``SERVICE`` (the server would query another endpoint) and ``FROM`` /
     ``FROM NAMED`` with a graph IRI that is not ``http(s):`` or ``urn:`` (trace graphs are ``urn:`` IRIs; some
     servers dereference other IRIs such as ``file:``), including relative IRIs and prefixed names whose prefix
