@@ -1008,6 +1008,11 @@ def test_binding_replaces_only_the_data_block_and_the_limit():
         'define input:grab-all "yes" SELECT * WHERE { ?s ?p ?o }',
         'SELECT * WHERE { ?s ?p ?o } # fine\nDEFINE sql:log-enable 2',
         "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
+        'SELECT (bif:http_get("http://127.0.0.1:9/") AS ?page) WHERE {}',
+        'SELECT (<bif:http_get>("http://127.0.0.1:9/") AS ?page) WHERE {}',
+        'PREFIX b: <BIF:> SELECT (b:http_get("http://127.0.0.1:9/") AS ?page) WHERE {}',
+        'SELECT (\\u0062if:http_get("http://127.0.0.1:9/") AS ?page) WHERE {}',
+        "SELECT (sql:DB.DBA.TTLP('<urn:a> <urn:b> <urn:c> .', '', 'urn:g') AS ?x) WHERE {}",
     ],
 )
 def test_raw_sparql_that_reaches_beyond_the_store_is_refused(store, sparql):
@@ -1020,6 +1025,7 @@ def test_raw_sparql_runs_and_keywords_in_strings_iris_and_names_are_not_refused(
         'PREFIX ex: <http://example.org/> SELECT ?service ?load WHERE { GRAPH ?g { ?service ?p "SERVICE <file:///x> LOAD" } '
         "OPTIONAL { ?service ex:load ?load } } # SERVICE in a comment",
         "SELECT (COUNT(*) AS ?n) FROM <https://example.org/g> FROM NAMED <urn:dspy-rdf:trace:x> WHERE { ?s ?p ?o }",
+        'SELECT ?s WHERE { ?s <http://example.org/bif:http_get> "bif:http_get" }',
     ]
     for sparql in ok:
         check_user_sparql(sparql)
