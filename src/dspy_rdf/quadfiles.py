@@ -12,6 +12,10 @@ A graph whose quads were read whole and come again further on is checked in that
 merged from two dumps of one store) are fine, others are named and left out. In N-Quads, one statement per line, a
 line that is not valid is named and skipped, and a graph around it that is not whole is left out rather than stored
 in part; in TriG and JSON-LD reading stops at the first error.
+
+JSON-LD is read with pyoxigraph's streaming parser, which holds one object at a time when the keys come in the order
+of the JSON-LD streaming profile, as this package writes them; a document in another order (its ``@context`` last)
+stops that parser, and is read again from its start with the parser that holds the whole document.
 """
 
 from __future__ import annotations
@@ -74,10 +78,7 @@ class _QuadFile:
     def __init__(self, open_input: Callable[[], BinaryIO], fmt: RdfFormat) -> None:
         self.open_input = open_input
         self.fmt = fmt
-        # JSON-LD is read with pyoxigraph's streaming parser, which holds one object at a time when keys come in the
-        # order of the streaming profile (as this package writes them); a document in another order makes it fail,
-        # and is read again with the parser that holds the whole document.
-        self.streaming = fmt is RdfFormat.JSON_LD
+        self.streaming = fmt is RdfFormat.JSON_LD  # until the streaming parser fails (see the module docstring)
         self.handle: BinaryIO | None = None
         self.size = 0  # of the input, in bytes
 
