@@ -49,7 +49,7 @@ import dspy  # noqa: E402
 from dspy.utils import DummyLM  # noqa: E402
 from dspy.utils.callback import BaseCallback  # noqa: E402
 
-from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder  # noqa: E402
+from dspy_rdf.capture.recorder import FileSink, MemorySink, StoreSink, TraceRecorder  # noqa: E402
 
 CALLS_PER_RUN = 13
 

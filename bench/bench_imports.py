@@ -56,7 +56,7 @@ def _hex_ids(value: object, found: set[str]) -> None:
 
 def build(directory: Path, copies: int) -> dict[str, Path]:
     """Write the three inputs of ``copies`` copies of the workload; return their paths."""
-    from dspy_rdf import model as m
+    from dspy_rdf.canonical import model as m
     from dspy_rdf.inputs import read_traces
     from dspy_rdf.sources.dspy33 import entry_to_json
 
@@ -86,8 +86,8 @@ def measure(path: Path) -> None:
     """Export one file to N-Quads as ``dspy-rdf export`` does; print seconds, traces, LM calls and peak RSS as JSON."""
     import io
 
-    from dspy_rdf import model as m
-    from dspy_rdf.formats import RdfFormat, write_traces
+    from dspy_rdf.canonical import model as m
+    from dspy_rdf.rdf.formats import RdfFormat, write_traces
     from dspy_rdf.inputs import read_traces
 
     counts = {"traces": 0, "lm_calls": 0}

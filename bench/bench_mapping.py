@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import pyoxigraph as ox  # noqa: E402
 import rdflib  # noqa: E402
 
-from dspy_rdf.demo import bundled_traces_path  # noqa: E402
+from dspy_rdf.cli.demo import bundled_traces_path  # noqa: E402
 from dspy_rdf.inputs import read_traces  # noqa: E402
-from dspy_rdf.writer import trace_lines  # noqa: E402
+from dspy_rdf.rdf.writer import trace_lines  # noqa: E402
 
 
 def median_rate(fn, triples: int, repeat: int) -> float:
@@ -70,7 +70,7 @@ def main() -> None:
     from linkml_runtime import SchemaView
     from linkml_runtime.dumpers import rdflib_dumper
 
-    from dspy_rdf.identity import trace_iri
+    from dspy_rdf.canonical.identity import trace_iri
     from dspy_rdf.resources import schema_path
 
     module = types.ModuleType("dspy_generated")

@@ -16,7 +16,7 @@ import argparse
 import statistics
 import time
 
-from dspy_rdf.redact import DEFAULT_REDACTOR
+from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 
 WORKLOADS = {
     "PEM headers without an end": "-----BEGIN RSA PRIVATE KEY-----\n",

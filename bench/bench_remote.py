@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_store import workload  # noqa: E402  (the same workload files)
 from servers import Server, oxigraph_command, start_oxigraph, start_virtuoso  # noqa: E402
 
-from dspy_rdf.identity import DEFAULT_BASE  # noqa: E402
+from dspy_rdf.canonical.identity import DEFAULT_BASE  # noqa: E402
 from dspy_rdf.inputs import read_traces  # noqa: E402
 from dspy_rdf.store import EncodedTrace, encode_traces  # noqa: E402
 from dspy_rdf.store.remote import RemoteStore, WriteMethod  # noqa: E402

@@ -22,7 +22,7 @@ store a fresh directory on disk:
   default before pyoxigraph's bulk loader was found to be atomic) and ``bulk`` (``--bulk``: the bulk loader always);
 - end to end: ``put(read_traces(file))`` followed by ``close()`` (flush), in the same three modes;
 - reference: pyoxigraph's own ``bulk_load`` of the whole N-Quads at once (no per-trace anything);
-- the latency of every canned query in ``src/dspy_rdf/queries/*.rq`` (whatever files exist when run), on the
+- the latency of every canned query in ``src/dspy_rdf/analytics/queries/*.rq`` (whatever files exist when run), on the
   embedded store written by the first default end-to-end run, compacted first as ``dspy-rdf export`` does
   after a large export (``compact``, timed separately; first run and median of the next five), and on rdflib's
   in-memory ``Dataset`` holding the same N-Quads (median of three), with the row counts of both as a sanity check. rdflib is skipped at a size when the
@@ -52,17 +52,17 @@ from pathlib import Path
 import pyoxigraph as ox
 
 import dspy_rdf
-from dspy_rdf import model as m
+from dspy_rdf.canonical import model as m
 import dspy_rdf.store.base as store_base
 import dspy_rdf.store.embedded as store_embedded
-from dspy_rdf.demo import bundled_traces_path
-from dspy_rdf.identity import DEFAULT_BASE
+from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.canonical.identity import DEFAULT_BASE
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore, encode_traces
-from dspy_rdf.tracejson import trace_from_json, trace_to_json
+from dspy_rdf.sources.tracejson import trace_from_json, trace_to_json
 
 ROOT = Path(__file__).resolve().parents[1]
-QUERIES = Path(dspy_rdf.__file__).parent / "queries"
+QUERIES = Path(dspy_rdf.__file__).parent / "analytics" / "queries"
 FIXTURES = ("history_dicts_dspy3.3.1.json", "react_history.json")
 MODELS = ("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku", "scripted/typed-lm")
 START = datetime(2026, 10, 23, 8, 0, 0)
@@ -78,7 +78,7 @@ def program_runs() -> list:
     import dspy
     from dspy.utils import DummyLM
 
-    from dspy_rdf.capture import MemorySink, TraceRecorder
+    from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 
     def search(query: str) -> str:
         """Search the web."""

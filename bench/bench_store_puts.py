@@ -34,8 +34,8 @@ import pyoxigraph as ox  # noqa: E402
 from bench_capture import ANSWERS, add, divide  # noqa: E402
 from dspy.utils import DummyLM  # noqa: E402
 
-from dspy_rdf.capture import MemorySink, TraceRecorder  # noqa: E402
-from dspy_rdf.formats import encode_trace  # noqa: E402
+from dspy_rdf.capture.recorder import MemorySink, TraceRecorder  # noqa: E402
+from dspy_rdf.rdf.formats import encode_trace  # noqa: E402
 from dspy_rdf.store import open_store  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The named-query library of dspy_rdf.analytics against a real on-disk store: real traces, recorded DSPy program
+"""The named-query library of dspy_rdf.analytics.catalog against a real on-disk store: real traces, recorded DSPy program
 runs and traces with hostile names; every expected number is computed in Python from the trace objects, or counted by
 the tools of the recorded programs themselves."""
 
@@ -18,8 +18,8 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from dspy_rdf import model as m
-from dspy_rdf.analytics import (
+from dspy_rdf.canonical import model as m
+from dspy_rdf.analytics.catalog import (
     FORMATS,
     QueryResult,
     bind_parameters,
@@ -29,16 +29,16 @@ from dspy_rdf.analytics import (
     run_query,
     sparql_term,
 )
-from dspy_rdf.capture import MemorySink, TraceRecorder
+from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 from lms import EchoLM, ScriptedLM, fields, tool_call
 from traced_programs import CallTools, add, divide
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.store.remote import RemoteStore
 from conftest import clear_traces
-from dspy_rdf.tracejson import trace_from_json
-from dspy_rdf.writer import trace_lines
+from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.rdf.writer import trace_lines
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = (
@@ -786,7 +786,7 @@ def test_slowest_tool_executions(store, traces):
 
 def test_longest_conversations(store, traces):
     # messages in the trace, directly or in any request it holds
-    from dspy_rdf.identity import trace_iri
+    from dspy_rdf.canonical.identity import trace_iri
 
     def lm_call_count(t: m.Trace) -> int:
         return len(of(t, m.LMHistoryEntry)) + (1 if t.request is not None or t.response is not None else 0)

@@ -10,8 +10,8 @@ from dspy.utils import DummyLM
 
 from conftest import dspy33_types
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
-from dspy_rdf import model as m
-from dspy_rdf.capture import FileSink, MemorySink, StoreSink, TraceRecorder, summarize
+from dspy_rdf.canonical import model as m
+from dspy_rdf.capture.recorder import FileSink, MemorySink, StoreSink, TraceRecorder, summarize
 
 
 def add(a: int, b: int) -> int:
@@ -252,8 +252,8 @@ def test_a_file_sink_appends_runs_that_read_back_equal(tmp_path, suffix, backgro
 
 @pytest.mark.parametrize("kind", ["embedded", "remote"])
 def test_a_store_sink_puts_each_run_as_a_whole_conforming_graph(kind, tmp_path, request):
-    from dspy_rdf.analytics import run_query
-    from dspy_rdf.identity import trace_iri
+    from dspy_rdf.analytics.catalog import run_query
+    from dspy_rdf.canonical.identity import trace_iri
     from dspy_rdf.store import EmbeddedStore, StoreLockedError
     from dspy_rdf.validation import validate_store
 
@@ -308,7 +308,7 @@ import math  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dspy_rdf.live import MAX_DEPTH, json_data, text_of, unicode_text  # noqa: E402
+from dspy_rdf.sources.live import MAX_DEPTH, json_data, text_of, unicode_text  # noqa: E402
 
 
 class _Colour(enum.Enum):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.cli.demo import bundled_traces_path
 
 TRACE = DATA / "part_text.json"
 
@@ -153,14 +153,14 @@ def test_a_full_disk_while_storing_says_how_many_traces_were_written_and_a_rerun
     rerun = dspy_rdf("export", str(many), "--store", "store", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
     from dspy_rdf.inputs import read_traces
-    from dspy_rdf.writer import trace_lines
+    from dspy_rdf.rdf.writer import trace_lines
 
     distinct = len({trace_lines(item.trace)[0] for item in read_traces(many)})
     assert json.loads(dspy_rdf("stats", "--json", "--store", "store", cwd=tmp_path).stdout)["traces"] == distinct
 
 
 def test_a_failed_final_flush_still_prints_what_was_stored_then_one_error_line(tmp_path, monkeypatch, capsys):
-    from dspy_rdf.cli import main
+    from dspy_rdf.cli.main import main
     from dspy_rdf.store import EmbeddedStore, StoreError
 
     def full_disk(self) -> None:  # what close() raises when RocksDB cannot write its files
@@ -307,12 +307,12 @@ class CtrlC:
         return None
 
 sys.meta_path.insert(0, CtrlC())
-from dspy_rdf.launch import main
+from dspy_rdf.cli.launch import main
 sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("module", ["dspy_rdf.cli", "contextlib", "argparse", "dspy_rdf.identity", "dspy_rdf.store"])
+@pytest.mark.parametrize("module", ["dspy_rdf.cli.main", "contextlib", "argparse", "dspy_rdf.canonical.identity", "dspy_rdf.store"])
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, demo_store, module):
     result = subprocess.run(
         [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, module, "stats", "--store", str(demo_store)], cwd=tmp_path,
@@ -471,7 +471,7 @@ def test_duplicate_keys_in_a_json_object_are_refused_naming_the_key_and_the_line
 
 
 def test_stores_and_store_sinks_close_twice_and_a_closed_store_says_so(tmp_path):
-    from dspy_rdf.capture import StoreSink
+    from dspy_rdf.capture.recorder import StoreSink
     from dspy_rdf.store import EmbeddedStore, StoreError
 
     store = EmbeddedStore(tmp_path / "s")

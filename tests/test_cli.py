@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from conftest import DATA, load
-from dspy_rdf.cli import main
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
+from dspy_rdf.cli.demo import bundled_traces_path
 
 
 @pytest.mark.parametrize("fmt", ["ttl", "nt", "nq", "trig", "jsonld"])
@@ -237,7 +237,7 @@ def test_the_demo_tables_show_trace_iris_whole_so_they_can_be_pasted(tmp_path):
 
 
 def test_no_command_writes_over_its_input_or_into_a_store(tmp_path, capsys):
-    from dspy_rdf.cli import main as cli
+    from dspy_rdf.cli.main import main as cli
 
     rdf, store = tmp_path / "x.nq", tmp_path / "st"
     assert cli(["export", str(DATA / "crosspath" / "capture.jsonl"), "-o", str(rdf)]) == 0
@@ -256,7 +256,7 @@ def test_no_command_writes_over_its_input_or_into_a_store(tmp_path, capsys):
 
 
 def test_what_a_trace_holds_never_reaches_the_terminal_as_control_characters(tmp_path, capsys):
-    from dspy_rdf.cli import main as cli
+    from dspy_rdf.cli.main import main as cli
 
     evil = "evil\x1b]0;pwned\x07\x1b[2J\u202e"
     source = tmp_path / "evil.json"

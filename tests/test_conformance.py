@@ -7,10 +7,10 @@ import rdflib
 
 from conftest import FIXTURE_FILES, load
 from dspy_rdf import trace_from_json, validate_graph, validate_traces
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.terms import rdflib_graph as graph_from_ntriples
-from dspy_rdf.writer import trace_lines
+from dspy_rdf.rdf.terms import rdflib_graph as graph_from_ntriples
+from dspy_rdf.rdf.writer import trace_lines
 
 DSPY = rdflib.Namespace("https://w3id.org/lmodel/dspy/")
 

@@ -7,10 +7,10 @@ import pyoxigraph as ox
 import pytest
 
 from conftest import load
-from dspy_rdf import model as m
-from dspy_rdf import vocab as v
-from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.canonical import model as m
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.sources.tracejson import trace_from_json
 
 FIXTURES = [
     "history_entry_all_parts.json",
@@ -95,7 +95,7 @@ def recorded_react_run() -> m.Trace:
     import dspy
     from dspy.utils import DummyLM
 
-    from dspy_rdf.capture import MemorySink, TraceRecorder
+    from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 
     def add(a: int, b: int) -> int:
         """Add two integers."""

@@ -50,6 +50,7 @@ def _environment() -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # building the environment and its own run of the files above
 def test_capture_and_sources_pass_on_dspy_341():
     python = _environment()
     version = subprocess.run([str(python), "-c", "import dspy; print(dspy.__version__)"], capture_output=True, text=True, timeout=300)

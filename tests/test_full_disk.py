@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dspy_rdf.capture import FileSink, TraceRecorder
-from dspy_rdf.cli import main
+from dspy_rdf.capture.recorder import FileSink, TraceRecorder
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.sinks import append_whole
+from dspy_rdf.capture.sinks import append_whole
 
 RUNS = [item.trace for item in read_traces(Path(__file__).parent / "data" / "crosspath" / "capture.jsonl")]
 
@@ -93,7 +93,7 @@ def test_a_write_that_fails_part_way_leaves_no_half_run(tmp_path, monkeypatch, s
     scratch = FileSink(tmp_path / f"scratch{suffix}", background=False)
     scratch.write(runs[0])
     room = int(2.5 * (tmp_path / f"scratch{suffix}").stat().st_size)  # room for two runs and half of a third
-    monkeypatch.setattr("dspy_rdf.sinks.os.write", _DiskFillsUp(room=room))
+    monkeypatch.setattr("dspy_rdf.capture.sinks.os.write", _DiskFillsUp(room=room))
     failed = 0
     for run in runs:
         try:

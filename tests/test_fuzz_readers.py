@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA
-from dspy_rdf.cli import main
-from dspy_rdf.identity import trace_iri
+from dspy_rdf.cli.main import main
+from dspy_rdf.canonical.identity import trace_iri
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.sources.tracejson import trace_from_json
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "dspy.yaml"
 _FACTOR = float(os.environ.get("DSPY_RDF_HYPOTHESIS_FACTOR", "1"))
@@ -60,7 +60,7 @@ GOOD = [
 
 
 def test_every_source_format_is_fuzzed():
-    from dspy_rdf.model import SOURCE_FORMATS
+    from dspy_rdf.canonical.model import SOURCE_FORMATS
 
     assert set(READERS) == set(SOURCE_FORMATS)
 

@@ -8,10 +8,10 @@ import unicodedata
 import pytest
 
 from conftest import load
-from dspy_rdf.cli import main
-from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.cli.main import main
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.sources.tracejson import trace_from_json
 
 HOSTILE_TEXT = [
     "with space",
@@ -122,7 +122,7 @@ def test_a_bad_line_leaves_the_store_with_exactly_the_good_traces(tmp_path, case
 
 
 def test_live_values_that_json_cannot_hold_fail_clearly():
-    from dspy_rdf.errors import TraceInputError
+    from dspy_rdf.canonical.errors import TraceInputError
 
     for value, expected in [(float("nan"), "NaN or Infinity"), (10**5000, "integer longer than Python writes")]:
         trace = trace_from_json(tool_call_request("t", "c"))
@@ -162,14 +162,14 @@ def test_empty_strings_and_missing_fields_stay_different():
     ],
 )
 def test_timestamps_that_are_not_date_times_are_named(patch, expected):
-    from dspy_rdf.errors import TraceInputError
+    from dspy_rdf.canonical.errors import TraceInputError
 
     with pytest.raises(TraceInputError, match=expected):
         trace_from_json({**load("history_entry_all_parts.json"), **patch})
 
 
 def test_a_cost_too_large_for_a_double_is_named():
-    from dspy_rdf.errors import TraceInputError
+    from dspy_rdf.canonical.errors import TraceInputError
 
     value = load("response_all_parts.json")
     value["cost"] = 10**400
@@ -215,8 +215,8 @@ def _swapped(value, key: str):
 @pytest.mark.parametrize("name", SWAP_FIXTURES)
 @pytest.mark.parametrize("key", ["type", "role", "model", "name", "id", "call_id", "content", "parts", "text"])
 def test_a_value_of_the_wrong_json_type_is_named_never_a_crash(name, key):
-    from dspy_rdf.errors import TraceInputError
-    from dspy_rdf.tracejson import traces_from_json
+    from dspy_rdf.canonical.errors import TraceInputError
+    from dspy_rdf.sources.tracejson import traces_from_json
 
     for path, value in _swapped(load(name), key):
         try:

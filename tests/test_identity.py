@@ -9,8 +9,8 @@ import pytest
 
 from conftest import load
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, verify_trace_iri
-from dspy_rdf.identity import CONTENT_KEY_PREFIX, DEFAULT_BASE
-from dspy_rdf.writer import trace_lines
+from dspy_rdf.canonical.identity import CONTENT_KEY_PREFIX, DEFAULT_BASE
+from dspy_rdf.rdf.writer import trace_lines
 
 HOSTILE = ["a b", 'quote"d', "<angle>", "hash#frag", "per%20cent", "new\nline", "nul\x00byte", "e\u0301", "é", "🙂", "back\\slash", "}{", ""]
 
@@ -88,7 +88,7 @@ def _first_trace(source_format: str):
 
 
 def test_every_source_format_is_pinned():
-    from dspy_rdf.model import SOURCE_FORMATS
+    from dspy_rdf.canonical.model import SOURCE_FORMATS
 
     assert set(PINNED_KEYS) == set(SOURCE_FORMATS)
 
@@ -97,7 +97,7 @@ def test_every_source_format_is_pinned():
 def test_the_key_of_one_trace_per_source_format_is_pinned(source_format):
     """A refactoring (of a reader, of how a source writes its JSON back, of the model) must not re-key stored data
     silently: this fails first. A change of the keys on purpose comes with `dspy-rdf migrate` support and new pins."""
-    from dspy_rdf.identity import trace_key
+    from dspy_rdf.canonical.identity import trace_key
 
     trace = _first_trace(source_format)
     assert (trace.source_format, trace_key(trace)) == (source_format, PINNED_KEYS[source_format][1])
@@ -105,8 +105,8 @@ def test_the_key_of_one_trace_per_source_format_is_pinned(source_format):
 
 def test_the_content_digest_depends_on_the_model_only():
     """The digest of a trace built in code, with no reader involved: the canonical form of the model is pinned."""
-    from dspy_rdf import model as m
-    from dspy_rdf.identity import content_digest, content_payload, model_json
+    from dspy_rdf.canonical import model as m
+    from dspy_rdf.canonical.identity import content_digest, content_payload, model_json
 
     trace = m.Trace(source_kind="lm_part", parts=[m.LMTextPart(text="hello", metadata={"b": 1, "a": [1.5, None]})])
     assert model_json(trace) == {"@": "Trace", "source_kind": "lm_part", "parts": [{"@": "LMTextPart", "text": "hello", "metadata": {"b": 1, "a": [1.5, None]}}]}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dspy_rdf.capture import FileSink, TraceRecorder
-from dspy_rdf.cli import main
+from dspy_rdf.capture.recorder import FileSink, TraceRecorder
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.writer import MAX_LITERAL_BYTES
+from dspy_rdf.rdf.writer import MAX_LITERAL_BYTES
 
 ENTRY = {"model": "openai/gpt-4o-mini", "outputs": ["ok"], "messages": [{"role": "user", "content": "hi"}]}
 

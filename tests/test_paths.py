@@ -19,10 +19,10 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from dspy_rdf.analytics import list_queries, run_query
-from dspy_rdf.cli import main
-from dspy_rdf.formats import RdfFormat, parse_traces
-from dspy_rdf.identity import content_digest, content_payload, execution_id, trace_iri
+from dspy_rdf.analytics.catalog import list_queries, run_query
+from dspy_rdf.cli.main import main
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces
+from dspy_rdf.canonical.identity import content_digest, content_payload, execution_id, trace_iri
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore, TraceStore
 
@@ -192,7 +192,7 @@ def test_one_run_recorded_twice_is_one_trace(tmp_path):
     """Two recorders in one program (an archive and a store), and a recorder with both sinks: one trace per run."""
     import dspy
 
-    from dspy_rdf.capture import FileSink, StoreSink, TraceRecorder
+    from dspy_rdf.capture.recorder import FileSink, StoreSink, TraceRecorder
     from lms import ScriptedLM, fields
 
     archive, stored = TraceRecorder(FileSink(tmp_path / "runs.jsonl")), TraceRecorder(StoreSink(tmp_path / "store"))
@@ -309,7 +309,7 @@ def test_times_are_kept_in_the_form_every_store_gives_back(tmp_path):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from dspy_rdf.model import canonical_datetime
+    from dspy_rdf.canonical.model import canonical_datetime
 
     store = ox.Store()
     dt = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")

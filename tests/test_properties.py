@@ -34,8 +34,8 @@ from hypothesis import strategies as st
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, trace_to_json, validate_traces
 from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
-from dspy_rdf.model import PART_TYPES, USAGE_TOKEN_FIELDS
-from dspy_rdf.redact import DEFAULT_REDACTOR
+from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
+from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 
 _RANDOM = os.environ.get("DSPY_RDF_HYPOTHESIS_RANDOM") == "1"
 _FACTOR = float(os.environ.get("DSPY_RDF_HYPOTHESIS_FACTOR", "1"))
@@ -462,7 +462,7 @@ def test_the_exported_graph_conforms_to_the_shapes(value):
 def test_negative_token_counts_are_violations(value):
     """The same traces with token counts of any sign, as DSPy and the reader accept them: a negative count breaks the
     schema's minimum (and nothing else), a trace without one conforms."""
-    from dspy_rdf.identity import model_json
+    from dspy_rdf.canonical.identity import model_json
 
     trace = read(well_formed(value, nonnegative_tokens=False))
 
@@ -497,7 +497,7 @@ def test_exporting_twice_gives_the_same_graph(value):
 def test_a_decimal_slot_keeps_a_number_to_15_places_and_writes_that_exactly(value):
     """A cost is kept to 15 places after the point (what every store keeps): the model rounds once, the writer writes
     that number's exact decimal text, and reading it back gives the same number again."""
-    from dspy_rdf import model as m
+    from dspy_rdf.canonical import model as m
 
     response = m.LMResponse(outputs=[m.LMOutput()], cost=value)
     assert response.cost == round(value, 15) and abs(response.cost - value) <= 5e-16 + abs(value) * 1e-15
@@ -508,8 +508,8 @@ def test_a_decimal_slot_keeps_a_number_to_15_places_and_writes_that_exactly(valu
 
 @pytest.mark.parametrize("value", [1e20, -1e20, 1e300, float("inf"), float("nan")])
 def test_a_decimal_beyond_what_stores_keep_is_refused_by_name(value):
-    from dspy_rdf import model as m
-    from dspy_rdf.errors import TraceInputError
+    from dspy_rdf.canonical import model as m
+    from dspy_rdf.canonical.errors import TraceInputError
 
     trace = m.Trace(source_kind="lm_response", source_format="dspy33", response=m.LMResponse(outputs=[m.LMOutput()], cost=value))
     with pytest.raises(TraceInputError, match=r"cost .* cannot be written as a decimal number that every store keeps"):

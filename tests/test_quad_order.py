@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from dspy_rdf.cli import main
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.quadfiles import MAX_BAD_LINES
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.rdf.quadfiles import MAX_BAD_LINES
+from dspy_rdf.cli.demo import bundled_traces_path
 
 SOURCES = [DATA / "crosspath" / "capture.jsonl", bundled_traces_path()]
 
@@ -134,7 +134,7 @@ def test_reading_stops_after_many_lines_that_are_not_valid(tmp_path):
 
 
 def test_the_second_pass_sorts_graphs_into_many_small_files_and_gives_the_same_traces(dump, tmp_path, monkeypatch):
-    from dspy_rdf import quadfiles
+    from dspy_rdf.rdf import quadfiles
 
     lines = lines_of(dump)
     random.Random(11).shuffle(lines)

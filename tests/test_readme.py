@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from dspy_rdf.cli import main
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
+from dspy_rdf.cli.demo import bundled_traces_path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -108,6 +108,7 @@ def test_every_readme_example_works_as_written(workdir, oxigraph_server):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a fresh environment installed from the package registry
 def test_the_opening_command_runs_the_demo_on_a_fresh_clone(tmp_path):
     """The README's first command, on a clone of the committed repository, with nothing installed beforehand."""
     clone = tmp_path / "dspy-rdf"

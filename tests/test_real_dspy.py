@@ -22,12 +22,12 @@ from traced_programs import NATIVE, REACT, CallTools
 import dspy  # noqa: E402  (lms sets LiteLLM's offline price map first)
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_json
-from dspy_rdf import model as m
-from dspy_rdf.analytics import run_query
-from dspy_rdf.capture import FileSink, MemorySink, Sink, StoreSink, TraceRecorder
-from dspy_rdf.errors import TraceInputError
+from dspy_rdf.canonical import model as m
+from dspy_rdf.analytics.catalog import run_query
+from dspy_rdf.capture.recorder import FileSink, MemorySink, Sink, StoreSink, TraceRecorder
+from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.runs import build_trace
+from dspy_rdf.capture.runs import build_trace
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import validate_traces
 
@@ -180,8 +180,8 @@ def test_every_sink_keeps_a_run_of_the_real_lm(tmp_path, sink_kind):
 
 
 def test_a_capture_file_exports_into_a_store_as_the_same_runs(tmp_path):
-    from dspy_rdf.cli import main
-    from dspy_rdf.identity import trace_iri
+    from dspy_rdf.cli.main import main
+    from dspy_rdf.canonical.identity import trace_iri
 
     memory = MemorySink()
     recorder = TraceRecorder(FileSink(tmp_path / "runs.nq"), on_run=memory.write)
@@ -460,7 +460,7 @@ def test_react_v2_with_a_failing_tool(tmp_path):
 
 
 def test_a_conversation_history_is_a_trace_live_and_as_its_json(tmp_path):
-    from dspy_rdf.cli import main
+    from dspy_rdf.cli.main import main
 
     history = dspy.History(messages=[{"question": "What is DSPy?", "answer": "A framework."}, {"question": "Who made it?", "answer": "Stanford NLP."}])
     trace = trace_from_dspy(history)
@@ -593,7 +593,7 @@ def test_the_typed_path_and_a_mixed_history(tmp_path):
     # as JSON: the dicts (their provider objects as JSON) and the typed entries' own dump, in one list
     path = tmp_path / "history.json"
     path.write_text(json.dumps([e if isinstance(e, dict) else e.to_dict(mode="json") for e in lm.history], default=str), encoding="utf-8")
-    from dspy_rdf.cli import main
+    from dspy_rdf.cli.main import main
 
     assert main(["export", str(path), "-o", str(tmp_path / "history.nq")]) == 0
 
@@ -617,7 +617,7 @@ def test_an_lm15_request_and_response_are_one_trace(tmp_path):
         trace_from_dspy([(request, response), (request, response)])
     path = tmp_path / "pair.json"
     path.write_text(json.dumps(pair), encoding="utf-8")
-    from dspy_rdf.cli import main
+    from dspy_rdf.cli.main import main
 
     for argv in ([], ["--from", "lm15"]):
         assert main(["export", str(path), "-o", str(tmp_path / "pair.nq"), *argv]) == 0

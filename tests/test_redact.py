@@ -11,14 +11,14 @@ import dspy
 import pytest
 
 from conftest import DATA, dspy33_types, load
-from dspy_rdf.capture import FileSink, TraceRecorder
-from dspy_rdf.cli import main
-from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.identity import content_payload
-from dspy_rdf.model import canonical_datetime
-from dspy_rdf.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
+from dspy_rdf.capture.recorder import FileSink, TraceRecorder
+from dspy_rdf.cli.main import main
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.canonical.identity import content_payload
+from dspy_rdf.canonical.model import canonical_datetime
+from dspy_rdf.canonical.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
 from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.tracejson import trace_from_dspy, trace_from_json, trace_to_json
+from dspy_rdf.sources.tracejson import trace_from_dspy, trace_from_json, trace_to_json
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
 SECRETS = {
@@ -447,9 +447,32 @@ def test_live_capture_of_a_tool_call_with_a_secret_argument_keeps_no_copy_of_it(
         assert "Paris" in text and RAW_SECRET not in text, suffix
     assert lm.history and RAW_SECRET in json.dumps(lm.history[-1], default=str)  # the program itself kept it
     # the same LM call's lm.history entry, exported as a history dict
-    from dspy_rdf.live import json_data
+    from dspy_rdf.sources.live import json_data
 
     (tmp_path / "history.json").write_text(json.dumps([json_data(lm.history[-1])]), encoding="utf-8")
     assert main(["export", str(tmp_path / "history.json"), "-o", str(tmp_path / "history.nq")]) == 0
     text = (tmp_path / "history.nq").read_text(encoding="utf-8")
     assert "Paris" in text and RAW_SECRET not in text
+
+
+KEY = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
+
+
+def test_an_error_hides_a_secret_in_the_iri_file_name_or_field_it_names_as_well_as_in_its_reason():
+    from dspy_rdf.canonical.errors import RdfInputError, TraceInputError
+
+    errors = [
+        RdfInputError(f"bad value {KEY}", source=f"runs-{KEY}.nq:3", node=f"https://h.example/?api_key={KEY}", prop=f"urn:x:{KEY}"),
+        TraceInputError(f"bad value {KEY}", source=f"runs-{KEY}.jsonl", line=2, field=f"request.headers.{KEY}"),
+    ]
+    for error in errors:
+        assert KEY not in str(error) and "[REDACTED:openai_api_key]" in str(error)
+    assert errors[0].node.endswith(KEY)  # the attributes keep the data; only what is shown is redacted
+
+
+def test_the_command_line_shows_a_bad_rdf_file_s_error_without_the_key_it_quotes(tmp_path, capsys):
+    bad = tmp_path / "bad.ttl"
+    bad.write_text(f'<urn:x:a> <urn:x:b> "unterminated {KEY}\n', encoding="utf-8")
+    assert main(["export", str(bad), "-o", str(tmp_path / "out.nq")]) != 0
+    err = capsys.readouterr().err
+    assert "bad.ttl" in err and KEY not in err

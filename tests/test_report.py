@@ -19,12 +19,12 @@ import pytest
 from dspy.utils import DummyLM
 
 from conftest import load
-from dspy_rdf.analytics import run_query
-from dspy_rdf.capture import MemorySink, TraceRecorder
-from dspy_rdf.cli import main
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.analytics.catalog import run_query
+from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
+from dspy_rdf.cli.main import main
+from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.report import (
+from dspy_rdf.analytics.report import (
     MAX_BARS,
     REPORT_SECTIONS,
     ReportError,
@@ -35,7 +35,7 @@ from dspy_rdf.report import (
     write_report,
 )
 from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.tracejson import trace_from_json
+from dspy_rdf.sources.tracejson import trace_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -251,7 +251,7 @@ def test_a_folder_that_holds_something_else_is_refused_and_left_alone(store, tmp
 
 def run_cli(args: list[str], *, prelude: str = "", cwd: Path) -> subprocess.CompletedProcess:
     """``dspy-rdf`` in a process of its own, after ``prelude`` (Python run first)."""
-    script = prelude + f"\nimport sys\nfrom dspy_rdf.cli import main\nsys.exit(main({args!r}))\n"
+    script = prelude + f"\nimport sys\nfrom dspy_rdf.cli.main import main\nsys.exit(main({args!r}))\n"
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import FIXTURE_FILES, PART_KINDS, dspy33_types, load
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
-from dspy_rdf.demo import bundled_traces_path
+from dspy_rdf.cli.demo import bundled_traces_path
 
 
 def test_every_part_kind_has_a_fixture():

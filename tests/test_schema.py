@@ -9,7 +9,7 @@ import typing
 import pytest
 from linkml_runtime import SchemaView
 
-from dspy_rdf import model
+from dspy_rdf.canonical import model
 from dspy_rdf.generate import generate_all
 from dspy_rdf.resources import schema_path
 
@@ -122,6 +122,6 @@ def test_generated_artifacts_are_up_to_date():
 
 
 def test_the_decimal_slots_are_those_of_range_decimal(view):
-    from dspy_rdf.vocab import DECIMAL_SLOTS
+    from dspy_rdf.rdf.vocab import DECIMAL_SLOTS
 
     assert set(DECIMAL_SLOTS) == {name for name, slot in view.all_slots().items() if slot.range == "decimal"}

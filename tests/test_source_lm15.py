@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from conftest import dspy33_types
-from dspy_rdf import model as m
+from dspy_rdf.canonical import model as m
 from dspy_rdf.sources.dspy33 import request_from_json, request_to_json, response_from_json, response_to_json
-from dspy_rdf.errors import TraceInputError
+from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.sources.lm15 import (
     LM15_PART_TYPES,
     detect_lm15,

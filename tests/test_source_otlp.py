@@ -15,16 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA
-from dspy_rdf import model as m
-from dspy_rdf.cli import main
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.identity import trace_iri
+from dspy_rdf.canonical import model as m
+from dspy_rdf.cli.main import main
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.canonical.identity import trace_iri
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.sources import ReadOptions
 from dspy_rdf.sources.otlp import GRACE_LINES, SOURCE
 from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.tracejson import trace_from_json, trace_to_json, traces_from_json
+from dspy_rdf.sources.tracejson import trace_from_json, trace_to_json, traces_from_json
 from dspy_rdf.validation import validate_traces
 from test_source_mlflow import LM, calls_of
 

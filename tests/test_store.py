@@ -18,15 +18,15 @@ import pyoxigraph
 import pytest
 
 from conftest import DATA, load
-from dspy_rdf import model as m
-from dspy_rdf import vocab as v
-from dspy_rdf.cli import main
-from dspy_rdf.demo import bundled_traces_path
-from dspy_rdf.formats import RdfFormat, parse_traces
+from dspy_rdf.canonical import model as m
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.cli.main import main
+from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore, StoreError, StoreLockedError, open_store, term_value
-from dspy_rdf.tracejson import trace_from_json
-from dspy_rdf.writer import trace_lines
+from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.rdf.writer import trace_lines
 
 
 def bundled() -> list[m.Trace]:
@@ -363,7 +363,7 @@ def test_a_misspelt_url_or_host_port_is_refused_never_made_a_new_store(tmp_path,
 
 
 def test_a_misspelt_url_given_to_a_store_sink_is_refused(tmp_path, monkeypatch):
-    from dspy_rdf.capture import StoreSink
+    from dspy_rdf.capture.recorder import StoreSink
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StoreError, match=r"did you mean http://127\.0\.0\.1/x\?"):
@@ -391,7 +391,7 @@ def test_a_directory_named_like_a_host_port_is_made_with_dot_slash_and_then_open
 
 
 def test_dump_or_prov_of_a_trace_the_store_does_not_hold_names_it_and_writes_nothing(store):
-    from dspy_rdf.prov import write_prov
+    from dspy_rdf.interop.prov import write_prov
 
     iris = store.put(bundled()[:2]).written
     absent = "urn:dspy-rdf:trace:sha256-" + "0" * 64

@@ -37,8 +37,6 @@ def _imports() -> dict[str, list[tuple[str, list[str]]]]:
     return out
 
 
-def _package_of(module: str, graph: dict) -> str:
-    return module
 
 
 def test_no_import_cycles_between_modules():
@@ -79,3 +77,47 @@ def test_no_test_imports_a_private_name_of_the_package():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dspy_rdf"):
                 offenders += [f"{path.name} imports {a.name} from {node.module}" for a in node.names if a.name.startswith("_")]
     assert not offenders, offenders
+
+
+LAYERS = [
+    ("lazy", "resources", "outputs"),
+    ("canonical",),
+    ("sources", "rdf"),
+    ("inputs", "store"),
+    ("validation", "analytics"),
+    ("interop", "capture"),
+    ("cli", "generate"),
+    ("", "__main__"),
+]
+"""The package's layers, lowest first: a module imports only from its own folder and from lower layers. The
+canonical model imports nothing of the package but the two helpers below it; sources and RDF are siblings that do
+not know each other; stores know RDF; validation and analytics read stores; capture and the interop views put
+together what is below them; the command line sits on top."""
+
+_RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+
+
+def _part_of(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_every_part_of_the_package_has_a_layer():
+    parts = {_part_of(_module_name(p)) for p in PACKAGE.rglob("*.py")}
+    assert parts <= set(_RANK), f"not in LAYERS: {sorted(parts - set(_RANK))}"
+
+
+def test_imports_go_down_the_layers():
+    upward = [
+        f"{module} ({_part_of(module) or 'dspy_rdf'}) imports {target} ({_part_of(target) or 'dspy_rdf'})"
+        for module, deps in _imports().items()
+        for target, _ in deps
+        if _part_of(module) != _part_of(target) and _RANK[_part_of(target)] >= _RANK[_part_of(module)]
+    ]
+    assert not upward, upward
+
+
+def test_the_architecture_page_names_every_part_of_the_package():
+    page = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    parts = {_part_of(_module_name(p)) for p in PACKAGE.rglob("*.py")} - {"", "__main__"}
+    missing = sorted(part for part in parts if f"{part}/" not in page and f"{part}.py" not in page)
+    assert not missing, f"docs/architecture.md does not name: {missing}"

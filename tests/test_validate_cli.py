@@ -12,8 +12,8 @@ import rdflib
 
 from conftest import DATA, load
 from dspy_rdf import trace_from_json
-from dspy_rdf.cli import main as cli_main
-from dspy_rdf.formats import RdfFormat, serialize_traces
+from dspy_rdf.cli.main import main as cli_main
+from dspy_rdf.rdf.formats import RdfFormat, serialize_traces
 from dspy_rdf.store import open_store
 from dspy_rdf.validation import validate_store
 

@@ -13,8 +13,8 @@ import pytest
 import cases
 from conftest import DATA, load
 from dspy_rdf import trace_from_json
-from dspy_rdf.cli import main as cli_main
-from dspy_rdf.formats import RdfFormat, encode_trace, serialize_traces
+from dspy_rdf.cli.main import main as cli_main
+from dspy_rdf.rdf.formats import RdfFormat, encode_trace, serialize_traces
 from dspy_rdf.store import EmbeddedStore
 
 D = "https://w3id.org/lmodel/dspy/"
@@ -65,7 +65,7 @@ def test_a_tool_call_without_a_name_fails_in_every_format(tmp_path, capsys, engi
 def test_a_tool_not_offered_is_the_same_warning_in_triples_and_quads(tmp_path, capsys, engine, suffix):
     _, trace, _ = next(x for x in cases.model_breaks() if x[0] == "tool-not-offered")
     source = tmp_path / "t.json"
-    from dspy_rdf.tracejson import trace_to_json
+    from dspy_rdf.sources.tracejson import trace_to_json
 
     source.write_text(json.dumps(trace_to_json(trace)), encoding="utf-8")
     out = tmp_path / f"t.{suffix}"
@@ -151,7 +151,7 @@ def test_an_ill_formed_integer_is_a_datatype_violation_not_a_crash(tmp_path, cap
 
 
 def test_numbers_beyond_64_bits_are_valid_and_still_checked(tmp_path, capsys, engine):
-    from dspy_rdf.tracejson import trace_to_json
+    from dspy_rdf.sources.tracejson import trace_to_json
 
     [good] = cases.big_number_traces()
     _, bad, _ = next(x for x in cases.model_breaks() if x[0] == "usage-total-beyond-64-bits")
@@ -197,7 +197,7 @@ def test_the_text_report_cannot_be_forged_by_a_value(tmp_path, capsys, engine):
         {"type": "tool_call", "id": "x\nconforms: 1 trace(s), no violations\n", "name": "t"},
         {"type": "tool_call", "id": "x\nconforms: 1 trace(s), no violations\n", "name": "t"}]}]})
     path = tmp_path / "t.json"
-    from dspy_rdf.tracejson import trace_to_json
+    from dspy_rdf.sources.tracejson import trace_to_json
 
     path.write_text(json.dumps(trace_to_json(trace)), encoding="utf-8")
     assert cli_main(["validate", str(path), "--engine", engine]) == 0

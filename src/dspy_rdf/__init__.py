@@ -19,78 +19,44 @@ True
 
 from __future__ import annotations
 
-import importlib
+from dspy_rdf.lazy import lazy_exports
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing with the package (type checkers take it as theirs)
 if TYPE_CHECKING:
-    from typing import Any
-
-    from dspy_rdf.errors import DspyRdfError, RdfInputError, TraceInputError
-    from dspy_rdf.formats import RdfFormat, parse_traces, serialize_traces, write_traces
-    from dspy_rdf.identity import DEFAULT_BASE, canonical_json, trace_iri, trace_key, verify_trace_iri
+    from dspy_rdf.analytics import list_queries, run_query
+    from dspy_rdf.canonical.errors import DspyRdfError, RdfInputError, TraceInputError
+    from dspy_rdf.canonical.identity import DEFAULT_BASE, canonical_json, trace_iri, trace_key, verify_trace_iri
+    from dspy_rdf.canonical.model import SOURCE_FORMATS, SOURCE_KINDS, Trace
+    from dspy_rdf.capture import FileSink, MemorySink, Sink, StoreSink, TraceRecorder
     from dspy_rdf.inputs import InputItem, read_traces
-    from dspy_rdf.model import SOURCE_FORMATS, SOURCE_KINDS, Trace
-    from dspy_rdf.tracejson import detect_source, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
+    from dspy_rdf.outputs import open_output
+    from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces, write_traces
+    from dspy_rdf.rdf.writer import trace_lines
+    from dspy_rdf.sources.tracejson import detect_source, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
+    from dspy_rdf.store import TraceStore, open_store
     from dspy_rdf.validation import Engine, Severity, ValidationReport, Violation, validate_graph, validate_traces
-    from dspy_rdf.writer import trace_lines
 
 _HOMES = {
-    "dspy_rdf.errors": ("DspyRdfError", "RdfInputError", "TraceInputError"),
-    "dspy_rdf.formats": ("RdfFormat", "parse_traces", "serialize_traces", "write_traces"),
-    "dspy_rdf.identity": ("DEFAULT_BASE", "canonical_json", "trace_iri", "trace_key", "verify_trace_iri"),
+    # read: any file, or any object DSPy gives, into the canonical model
     "dspy_rdf.inputs": ("InputItem", "read_traces"),
-    "dspy_rdf.model": ("SOURCE_FORMATS", "SOURCE_KINDS", "Trace"),
-    "dspy_rdf.tracejson": ("detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"),
+    "dspy_rdf.sources.tracejson": ("detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"),
+    "dspy_rdf.canonical.model": ("SOURCE_FORMATS", "SOURCE_KINDS", "Trace"),
+    "dspy_rdf.canonical.identity": ("DEFAULT_BASE", "canonical_json", "trace_iri", "trace_key", "verify_trace_iri"),
+    # write: RDF in any format, to files written whole or not at all
+    "dspy_rdf.rdf.formats": ("RdfFormat", "parse_traces", "serialize_traces", "write_traces"),
+    "dspy_rdf.rdf.writer": ("trace_lines",),
+    "dspy_rdf.outputs": ("open_output",),
+    # store, query, validate
+    "dspy_rdf.store": ("TraceStore", "open_store"),
+    "dspy_rdf.analytics": ("list_queries", "run_query"),
     "dspy_rdf.validation": ("Engine", "Severity", "ValidationReport", "Violation", "validate_graph", "validate_traces"),
-    "dspy_rdf.writer": ("trace_lines",),
+    # capture: record DSPy programs as they run
+    "dspy_rdf.capture": ("TraceRecorder", "FileSink", "MemorySink", "Sink", "StoreSink"),
+    # what goes wrong
+    "dspy_rdf.canonical.errors": ("DspyRdfError", "RdfInputError", "TraceInputError"),
 }
-"""The module each public name comes from. They are imported when first used (PEP 562), not with the package: the
-command line imports only what its command needs, so that it starts fast and a Ctrl-C at its start is its own."""
+"""The module each public name comes from, in the order of a user's journey. They are imported when first used
+(PEP 562), not with the package: the command line imports only what its command needs, so that it starts fast and a
+Ctrl-C at its start is its own."""
 
-_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dspy_rdf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
-__all__ = [
-    "DEFAULT_BASE",
-    "DspyRdfError",
-    "Engine",
-    "InputItem",
-    "RdfFormat",
-    "RdfInputError",
-    "SOURCE_FORMATS",
-    "SOURCE_KINDS",
-    "Severity",
-    "Trace",
-    "TraceInputError",
-    "ValidationReport",
-    "Violation",
-    "canonical_json",
-    "detect_source",
-    "parse_traces",
-    "read_traces",
-    "serialize_traces",
-    "trace_from_dspy",
-    "trace_from_json",
-    "trace_iri",
-    "trace_key",
-    "trace_lines",
-    "trace_to_dspy",
-    "trace_to_json",
-    "validate_graph",
-    "validate_traces",
-    "verify_trace_iri",
-    "write_traces",
-]
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _HOMES)

@@ -2,6 +2,6 @@
 
 import sys
 
-from dspy_rdf.launch import main
+from dspy_rdf.cli.launch import main
 
 sys.exit(main())

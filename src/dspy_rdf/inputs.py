@@ -2,14 +2,14 @@
 traces RDF files hold (``.nq``, ``.trig``, ``.ttl``, ``.nt``, ``.jsonld``, and a ``.json`` file of JSON-LD), such as a
 capture's ``runs.nq`` or an earlier export.
 
-Any JSON shape :func:`dspy_rdf.tracejson.trace_from_json` understands is accepted, detected per value, or forced
+Any JSON shape :func:`dspy_rdf.sources.tracejson.trace_from_json` understands is accepted, detected per value, or forced
 with ``source_format``. Most values hold one trace; an MLflow search page or list, or an OTLP export, holds several,
-and an OTLP trace may be spread over several lines (:class:`dspy_rdf.tracejson.TraceStream` puts it together). JSON
+and an OTLP trace may be spread over several lines (:class:`dspy_rdf.sources.tracejson.TraceStream` puts it together). JSON
 Lines are streamed line by line, so a file of any size is never read into memory at once (an OTLP trace is kept
 only until its root span has been read); ``progress`` is called with the number of bytes consumed after each line.
 Errors name the file, the line and the field; a trace that cannot be read is skipped and the others are read.
 RDF with named graphs (N-Quads, TriG, JSON-LD) is streamed too, one named graph at a time, in any order of its quads
-(:mod:`dspy_rdf.quadfiles`); Turtle and N-Triples are read whole.
+(:mod:`dspy_rdf.rdf.quadfiles`); Turtle and N-Triples are read whole.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.model import SourceFormat, Trace
-from dspy_rdf.tracejson import TraceStream
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.model import SourceFormat, Trace
+from dspy_rdf.sources.tracejson import TraceStream
 
 __all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "is_json_ld", "read_traces"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 RDF_SUFFIXES = {".ttl": "ttl", ".turtle": "ttl", ".nt": "nt", ".ntriples": "nt", ".nq": "nq", ".nquads": "nq", ".trig": "trig", ".jsonld": "jsonld"}
-"""RDF files by extension, with the :class:`~dspy_rdf.formats.RdfFormat` value of each."""
+"""RDF files by extension, with the :class:`~dspy_rdf.rdf.formats.RdfFormat` value of each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ def read_traces(
     """Yield the traces of a ``.json``, ``.jsonl`` or RDF file, one :class:`InputItem` per trace (or per trace, line,
     value or graph that could not be read).
 
-    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.tracejson.trace_from_json` (JSON
+    ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.sources.tracejson.trace_from_json` (JSON
     inputs only: an RDF file's traces are read as they were written). Each JSON trace's ``source_index`` is its
     position among the file's items; a ``.json`` file that holds one trace gives it none.
     """
@@ -169,8 +169,8 @@ def read_traces(
 
 def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, data: bytes | None = None) -> Iterator[InputItem]:
     """The traces of an RDF file: formats with named graphs one graph at a time, Turtle and N-Triples whole."""
-    from dspy_rdf.errors import RdfInputError
-    from dspy_rdf.formats import RdfFormat, parse_traces
+    from dspy_rdf.canonical.errors import RdfInputError
+    from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 
     source, fmt = str(path), RdfFormat(rdf)
 
@@ -189,7 +189,7 @@ def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, 
         for _, trace in pairs:
             yield InputItem(source, None, trace, None)
         return
-    from dspy_rdf.quadfiles import graph_traces
+    from dspy_rdf.rdf.quadfiles import graph_traces
 
     def open_input() -> BinaryIO:
         return io.BytesIO(data) if data is not None else path.open("rb")

@@ -92,7 +92,7 @@ HERE = Path(__file__).parent
 def _import_lm15_source():
     """dspy_rdf.sources.lm15 from this checkout, without running dspy_rdf/__init__.py: that imports the RDF
     stack (rdflib, pyoxigraph), which the DSPy 3.4.1 environment need not have, and this module needs only
-    dspy_rdf.model, dspy_rdf.errors and dspy_rdf.sources.dspy33."""
+    dspy_rdf.canonical.model, dspy_rdf.canonical.errors and dspy_rdf.sources.dspy33."""
     package = types.ModuleType("dspy_rdf")
     package.__path__ = [str(HERE.parents[1] / "src" / "dspy_rdf")]
     sys.modules.setdefault("dspy_rdf", package)

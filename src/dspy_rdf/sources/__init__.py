@@ -11,7 +11,7 @@ source.
 
 from __future__ import annotations
 
-from dspy_rdf import model as m
+from dspy_rdf.canonical import model as m
 from dspy_rdf.sources import dspy33, dspy_history, history_dict, lm15, mlflow, openai_chat, otlp, trajectory
 from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 

@@ -1,14 +1,14 @@
 """The contract every source of traces follows.
 
 A source is one family of JSON shapes that DSPy, a provider or a tracing tool writes (one
-:data:`~dspy_rdf.model.SourceFormat`). It answers three questions, and nothing else knows its shapes:
+:data:`~dspy_rdf.canonical.model.SourceFormat`). It answers three questions, and nothing else knows its shapes:
 
 - :meth:`Source.detect`: which object is this value, when it carries a mark that only this family writes? (``None``
   otherwise; never raises);
 - :meth:`Source.shape`: which object has this value the shape of, for a value the user said is of this family
   (``--from``; ``None`` when it has none of its shapes; never raises);
 - :meth:`Source.read`: the canonical trace of a value of a given kind, or a
-  :class:`~dspy_rdf.errors.TraceInputError` naming the offending field;
+  :class:`~dspy_rdf.canonical.errors.TraceInputError` naming the offending field;
 - :meth:`Source.write`: for the kinds in :attr:`Source.written_kinds`, the family's own JSON of a trace it read,
   which ``read`` gives back equal (``dspy-rdf to-json`` writes a trace back in the shape it came from); a trace of
   another kind is written as canonical DSPy 3.3 JSON.
@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
 
 __all__ = ["Assembly", "Read", "ReadOptions", "Source"]
 
@@ -100,7 +100,7 @@ class Source(ABC):
 
     @abstractmethod
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
-        """The trace of ``value`` (an object of ``kind``); :class:`~dspy_rdf.errors.TraceInputError` naming the field."""
+        """The trace of ``value`` (an object of ``kind``); :class:`~dspy_rdf.canonical.errors.TraceInputError` naming the field."""
 
     def write(self, trace: m.Trace) -> Any:
         """This family's own JSON of ``trace`` (of a kind in :attr:`written_kinds`), which :meth:`read` reads back to an

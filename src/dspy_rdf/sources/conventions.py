@@ -8,7 +8,7 @@ vocabulary             keys read
 =====================  =====================================================================================
 dspy-rdf's own         ``dspy_rdf.*``: what a program run holds that no convention has a key for (the call id
                        DSPy gave a call, a history entry's uuid and timestamp, evaluations and compilations, how a
-                       tool execution was paired); written by :mod:`dspy_rdf.to_otlp`
+                       tool execution was paired); written by :mod:`dspy_rdf.interop.otlp`
 OpenTelemetry GenAI    ``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
                        ``gen_ai.system_instructions`` (typed parts, :mod:`dspy_rdf.sources.genai`),
                        ``gen_ai.tool.definitions``, ``gen_ai.request.*``, ``gen_ai.response.*``, ``gen_ai.usage.*``,
@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.fields import expect_object, fail, kind_of
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.fields import expect_object, fail, kind_of
 from dspy_rdf.sources.dspy33 import usage_from_json
 from dspy_rdf.sources.genai import messages_from_genai, output_from_genai, part_from_genai, tools_from_genai
 from dspy_rdf.sources.history_dict import FILLED_KEY, entry_from_history_dict

@@ -14,10 +14,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.sources.base import ReadOptions, Source
-from dspy_rdf.fields import (
+from dspy_rdf.canonical.fields import (
     check_datetime,
     check_keys,
     expect_object,
@@ -496,7 +496,7 @@ def trace_to_json(trace: m.Trace) -> Any:
         return part_to_json(trace.parts[0])
     if kind == "lm_response":
         return response_to_json(trace.response)
-    raise ValueError(f"a {kind} trace has no DSPy 3.3 JSON form; use dspy_rdf.tracejson.trace_to_json")
+    raise ValueError(f"a {kind} trace has no DSPy 3.3 JSON form; use dspy_rdf.sources.tracejson.trace_to_json")
 
 
 # --- live DSPy objects -----------------------------------------------------------------------------------

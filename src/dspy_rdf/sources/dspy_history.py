@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.fields import expect_object, fail, get_list, kind_of
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.fields import expect_object, fail, get_list, kind_of
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = ["SOURCE", "history_to_json", "is_history_json", "messages_from_history"]

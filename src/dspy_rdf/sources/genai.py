@@ -32,8 +32,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.fields import expect_object, fail, get_json_object, get_str, kind_of
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.fields import expect_object, fail, get_json_object, get_str, kind_of
 
 __all__ = [
     "EXTRA_KEY",

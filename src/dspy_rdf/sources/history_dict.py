@@ -47,7 +47,7 @@ they are not read again.
 Fields an old entry lacks: a missing ``uuid`` is derived, deterministically, as the uuid5 of the entry's
 canonical JSON (sorted keys, no spaces) in the namespace :data:`LEGACY_UUID_NAMESPACE`, so identical
 entries get identical uuids. A missing ``model`` (2.5.0 - 2.5.3, DummyLM before 3.2) or ``timestamp`` cannot be
-derived from anything in the entry: it raises :class:`~dspy_rdf.errors.TraceInputError` unless the caller
+derived from anything in the entry: it raises :class:`~dspy_rdf.canonical.errors.TraceInputError` unless the caller
 passes ``model=`` / ``timestamp=``. Every field filled in so is listed in
 ``extra_fields["dspy_rdf_filled"]`` (``{"uuid": "derived", "model": "given", "timestamp": "given"}``).
 """
@@ -59,8 +59,8 @@ import re
 import uuid as uuid_lib
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.fields import check_datetime, expect_object, fail, get_float, get_str, kind_of
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.fields import check_datetime, expect_object, fail, get_float, get_str, kind_of
 from dspy_rdf.sources.base import ReadOptions, Source
 from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
 from dspy_rdf.sources.openai_chat import (

@@ -3,13 +3,13 @@
 DSPy 3.4 replaced the 3.3 typed LM objects with the lm15 library it vendors (``dspy.lm15``). This module
 reads the JSON that lm15's serde writes (``request_to_dict``, ``response_to_dict``, ``message_to_dict``,
 ``part_to_dict``) strictly: unknown fields, part kinds and roles are rejected by name, every bad value
-raises :class:`~dspy_rdf.errors.TraceInputError` with its dotted field path, and the invariants lm15's
+raises :class:`~dspy_rdf.canonical.errors.TraceInputError` with its dotted field path, and the invariants lm15's
 constructors check (one media source, a non-empty refusal, no tool call in a user message, cache mode
 ``off`` alone, ...) are checked too. Nothing is dropped: what has a canonical slot goes there, the rest is
 kept under the key ``"lm15"`` of the nearest JSON slot. It needs no DSPy; :func:`lm15_to_json` turns live
 lm15 objects into that JSON with lm15's own serde (DSPy >= 3.4).
 
-lm15 -> canonical (``m`` is :mod:`dspy_rdf.model`):
+lm15 -> canonical (``m`` is :mod:`dspy_rdf.canonical.model`):
 
 ===================================  ==================================================================
 lm15 JSON field                      canonical slot
@@ -80,9 +80,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
-from dspy_rdf.errors import TraceInputError
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
+from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = [

@@ -12,12 +12,12 @@ A tracing tool records a DSPy program run as a tree of spans. :func:`run_from_sp
 - calls are in start order, each with its parent call; times are ``xsd:dateTime`` in UTC, to the nanosecond;
 - an error is the span's status message, else its exception event's ``Type: message``;
 - tool executions are linked to the LM's tool-call parts by call id, else by tool name and arguments within the
-  parent span, else to the preceding LM call (:mod:`dspy_rdf.pairing`), and ``pairing`` says which;
+  parent span, else to the preceding LM call (:mod:`dspy_rdf.canonical.pairing`), and ``pairing`` says which;
 - what no slot holds (unread attributes, events, links, stack traces, adapter spans) is listed in ``losses``, by span
   id, so that the list does not depend on where the trace sat in its file.
 
 A span whose parent is missing is a top-level call (and listed); a parent cycle, and spans nested deeper than
-:data:`MAX_SPAN_DEPTH`, are errors naming the span. Traces that dspy-rdf wrote itself (:mod:`dspy_rdf.to_otlp`) carry
+:data:`MAX_SPAN_DEPTH`, are errors naming the span. Traces that dspy-rdf wrote itself (:mod:`dspy_rdf.interop.otlp`) carry
 their own fields in ``dspy_rdf.*`` attributes of their root span and come back as the trace that was written.
 """
 
@@ -33,11 +33,11 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.fields import fail, kind_of
-from dspy_rdf.live import loss
-from dspy_rdf.pairing import pair_tool_executions, tool_call_parts, within
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.fields import fail, kind_of
+from dspy_rdf.sources.live import loss
+from dspy_rdf.canonical.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.sources.conventions import BOOKKEEPING, Attributes, CallKind, call_kind, class_of, error_text, lm_facts, module_facts, tool_facts
 
 __all__ = ["MAX_SPAN_DEPTH", "OWN", "Span", "SpanStatus", "hex_id", "iso_from_ns", "mlflow_value", "nanoseconds", "ns_from_iso", "run_from_spans"]
@@ -129,7 +129,7 @@ def mlflow_value(value: Any, path: str) -> Any:
 
 
 def iso_from_ns(ns: int) -> str:
-    """Nanoseconds since the epoch as a canonical UTC date-time (:func:`~dspy_rdf.model.canonical_datetime`: to the
+    """Nanoseconds since the epoch as a canonical UTC date-time (:func:`~dspy_rdf.canonical.model.canonical_datetime`: to the
     microsecond, what every store keeps)."""
     seconds, fraction = divmod(ns, 10**9)
     text = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
@@ -318,7 +318,7 @@ def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[di
         "error": error,
     }
     if kind in (CallKind.EVALUATE, CallKind.COMPILE):
-        from dspy_rdf.run_json import call_from_json  # imported late: run_json reads LM entries with the sources
+        from dspy_rdf.sources.run_json import call_from_json  # imported late: run_json reads LM entries with the sources
 
         data = a.structured(OWN + "call_json")
         if not isinstance(data, dict):
@@ -371,7 +371,7 @@ def _own_trace(trace: m.Trace, roots: list[Attributes]) -> m.Trace:
     a = next((r for r in roots if r.has(OWN + "source_format")), None)
     if a is None:
         return trace
-    from dspy_rdf.run_json import losses_from_json, redactions_from_json  # imported late, as in _call
+    from dspy_rdf.sources.run_json import losses_from_json, redactions_from_json  # imported late, as in _call
 
     values = {key: a.get(OWN + key) for key in _OWN_TRACE_KEYS}
     source_format = values["source_format"]

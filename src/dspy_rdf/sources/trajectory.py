@@ -20,9 +20,9 @@ import json
 import re
 from typing import Any
 
-from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.fields import kind_of
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.fields import kind_of
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = ["SOURCE", "call_id_for_step", "is_trajectory", "messages_from_trajectory", "trajectory_to_json"]

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyoxigraph as ox
 
-from dspy_rdf import model as m
-from dspy_rdf import vocab as v
-from dspy_rdf.errors import DspyRdfError, TraceInputError
-from dspy_rdf.formats import RdfFormat, encode_trace, parse_traces
-from dspy_rdf.identity import DEFAULT_BASE, check_base, is_absolute_iri
-from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
-from dspy_rdf.writer import stored_form
+from dspy_rdf.canonical import model as m
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.canonical.errors import DspyRdfError, TraceInputError
+from dspy_rdf.rdf.formats import RdfFormat, encode_trace, parse_traces
+from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base, is_absolute_iri
+from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.rdf.writer import stored_form
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -255,7 +255,7 @@ class TraceStore(ABC):
 
         Batches start small (the first traces are committed soon) and double up to ``batch_triples``. ``progress``
         is called with the number of traces of each batch once it is stored. Secrets are redacted first by
-        ``redactor`` (:mod:`dspy_rdf.redact`; ``None`` keeps everything). Traces that cannot be written are listed
+        ``redactor`` (:mod:`dspy_rdf.canonical.redact`; ``None`` keeps everything). Traces that cannot be written are listed
         in :attr:`PutReport.failed`, by the file and line ``origin`` gives (called as each trace is taken, it names
         where the trace came from); the others are written regardless. Exceptions from the store itself (disk,
         network) propagate after what was written before them is reported in the exception's ``report``
@@ -523,7 +523,7 @@ _XSD_DECIMAL = ox.NamedNode(v.XSD_DECIMAL)
 def mapped_number(predicate: Any, term: Any) -> Any:
     """An integral number in the datatype the mapping wrote it in, which the server may have changed (Virtuoso 7
     keeps ``"2"^^xsd:decimal`` as an integer, and an integer beyond 32 bits read from N-Triples as a decimal): the
-    mapping writes ``xsd:decimal`` for the :data:`~dspy_rdf.vocab.DECIMAL_SLOTS` only, integers everywhere else.
+    mapping writes ``xsd:decimal`` for the :data:`~dspy_rdf.rdf.vocab.DECIMAL_SLOTS` only, integers everywhere else.
     ``predicate`` is the term of the property whose value ``term`` is."""
     if not isinstance(term, ox.Literal) or term.datatype not in (_XSD_INTEGER, _XSD_DECIMAL):
         return term

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import pyoxigraph as ox
 
-from dspy_rdf import vocab as v
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, check_trace_iri, failed_query_message, term_json
 
 __all__ = ["EmbeddedStore"]

@@ -42,7 +42,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlsplit, urlunsplit
 import httpx
 import pyoxigraph as ox
 
-from dspy_rdf.redact import DEFAULT_REDACTOR
+from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.store.base import SparqlJson, StoreError
 
 __all__ = [

@@ -3,7 +3,7 @@
 dspy-rdf 0.1.0 named each trace graph by a hash of the trace's JSON (``…sha256-<hex>``), which changed with the
 path a trace took: a store dumped and loaded again, or one run recorded by two recorders, held the same execution
 twice. This release names a program run by the execution it records and every other trace by its canonical content
-(:mod:`dspy_rdf.identity`). :func:`migrate_store` reads each graph of the store, computes the IRI the trace has now,
+(:mod:`dspy_rdf.canonical.identity`). :func:`migrate_store` reads each graph of the store, computes the IRI the trace has now,
 writes the trace there (with this release's derived facts) and only then removes the old graph, so that a migration
 stopped at any point loses nothing and running it again finishes it. Traces the old keys let in twice come to the
 same new IRI: the first one written is kept and the others removed (``merged``). Graphs that are already named by
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dspy_rdf.errors import RdfInputError, TraceInputError
-from dspy_rdf.identity import LEGACY_KEY_PREFIX, key_of_iri
+from dspy_rdf.canonical.errors import RdfInputError, TraceInputError
+from dspy_rdf.canonical.identity import LEGACY_KEY_PREFIX, key_of_iri
 from dspy_rdf.store.base import TraceStore
 
 __all__ = ["MigrationReport", "migrate_store"]
@@ -44,7 +44,7 @@ class MigrationReport:
 def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> MigrationReport:
     """Bring ``store`` to this release's trace keys (see the module docstring); ``progress`` is called with 1 for each
     graph examined. Nothing is redacted: each trace is written as it was stored."""
-    from dspy_rdf.writer import stored_form
+    from dspy_rdf.rdf.writer import stored_form
 
     report = MigrationReport()
     kept: set[str] = set()  # the new IRIs written, or found stored, in this migration

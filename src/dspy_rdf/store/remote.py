@@ -43,7 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pyoxigraph as ox
 
-from dspy_rdf import vocab as v
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.store.base import (
     EncodedTrace,
     SparqlJson,

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 import rdflib
 
-from dspy_rdf import model as m
-from dspy_rdf.errors import TraceInputError
-from dspy_rdf.identity import DEFAULT_BASE
-from dspy_rdf.redact import DEFAULT_REDACTOR, Redactor
-from dspy_rdf.terms import oxigraph_term
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.identity import DEFAULT_BASE
+from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.rdf.terms import oxigraph_term
 from dspy_rdf.validation.compiled import compile_shapes, validate_graphs_fast
 from dspy_rdf.validation.reference import PyshaclEngineError, validate_graphs_pyshacl
 from dspy_rdf.validation.report import Severity, ValidationReport, Violation, merge_reports, node_label, rule_name
@@ -45,7 +45,7 @@ from dspy_rdf.validation.shapes import CLASSES_FILE, RULES_FILE, SHAPES_FILE, lo
 from dspy_rdf.validation.units import TraceGraphBuilder, TraceGraphs, dataset_graphs, store_graphs
 
 if TYPE_CHECKING:
-    from dspy_rdf.model import SourceFormat
+    from dspy_rdf.canonical.model import SourceFormat
     from dspy_rdf.store import TraceStore
 
 __all__ = [
@@ -119,7 +119,7 @@ def validate_traces(
 ) -> ValidationReport:
     """Validate traces of the canonical model as ``export`` writes them: redacted by ``redactor`` (the default, as
     exports; ``None`` keeps everything), each under the IRI export gives it (``base`` + content key)."""
-    from dspy_rdf.formats import encode_trace
+    from dspy_rdf.rdf.formats import encode_trace
 
     builder = TraceGraphBuilder()
     for trace in traces:
@@ -217,7 +217,7 @@ def validate_files(
     as ``export`` would (redacted, the same trace IRIs); RDF files (``.ttl``, ``.nt``, ``.nq``, ``.trig``,
     ``.jsonld``) as they are, cut by trace. A bad JSON trace is passed to ``on_skip`` (raised without it); a file
     that cannot be read raises ``FileNotFoundError`` or ``ValueError`` naming it."""
-    from dspy_rdf.formats import RdfFormat, encode_trace
+    from dspy_rdf.rdf.formats import RdfFormat, encode_trace
     from dspy_rdf.inputs import JSONL_SUFFIXES, RDF_SUFFIXES, read_traces
 
     builder = TraceGraphBuilder()

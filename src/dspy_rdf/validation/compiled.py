@@ -54,7 +54,7 @@ import rdflib
 from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS, SH, XSD
 
-from dspy_rdf import vocab as v
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.store.base import mapped_number, term_from_json
 from dspy_rdf.store.http import RemoteTruncatedError
 from dspy_rdf.validation.reference import validate_graph_pyshacl

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import rdflib
 
-from dspy_rdf import vocab as v
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.validation.shapes import RULES_NAMESPACE
 
 if TYPE_CHECKING:
-    from dspy_rdf.redact import Redactor
+    from dspy_rdf.canonical.redact import Redactor
 
 __all__ = ["Severity", "ValidationReport", "Violation", "node_label", "rule_name"]
 
@@ -63,7 +63,7 @@ _SEGMENT_WORDS = {"tool_call": "tool call", "tool_result": "tool result", "tool_
 
 def node_label(focus_node: str, trace: str | None) -> str:
     """The node as a path a person can follow: ``entry 0 › request › message 2 › part 1`` (``trace`` for the trace
-    itself). Node IRIs are the trace IRI plus the node's path (:mod:`dspy_rdf.writer`); any other IRI is itself."""
+    itself). Node IRIs are the trace IRI plus the node's path (:mod:`dspy_rdf.rdf.writer`); any other IRI is itself."""
     if trace is None or not focus_node.startswith(trace):
         return focus_node
     rest = focus_node[len(trace):]

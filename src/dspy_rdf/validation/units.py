@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from dspy_rdf import vocab as v
+from dspy_rdf.rdf import vocab as v
 
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
@@ -213,17 +213,18 @@ def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[Tra
     """The traces of a store: its trace graphs where they are (on disk or on the server), and, in memory, the graphs
     that hold several traces and an embedded store's default graph, cut by trace. ``traces`` selects some; a trace
     that is in none raises :class:`~dspy_rdf.store.StoreError`."""
-    from dspy_rdf.store import StoreError
+    from dspy_rdf.store import EmbeddedStore, StoreError
 
     names = store.trace_iris()
     shared = set(store.graphs_with_several_traces())
-    oxigraph = getattr(store, "oxigraph", None)
+    embedded = store if isinstance(store, EmbeddedStore) else None  # read in place, in this process's pyoxigraph
+    oxigraph = embedded.oxigraph if embedded is not None else None
     in_place = TraceGraphs(
         names=[name for name in names if name not in shared],
         oxigraph=oxigraph,
-        remote=None if oxigraph is not None else store,
-        path=getattr(store, "path", None),
-        writable=not getattr(store, "read_only", True),
+        remote=None if embedded is not None else store,
+        path=embedded.path if embedded is not None else None,
+        writable=embedded is not None and not embedded.read_only,
     )
     parts = [in_place]
     builder = TraceGraphBuilder()

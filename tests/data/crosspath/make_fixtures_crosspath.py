@@ -99,7 +99,7 @@ else:
 
 import dspy  # noqa: E402
 
-from dspy_rdf.capture import FileSink, TraceRecorder  # noqa: E402
+from dspy_rdf.capture.recorder import FileSink, TraceRecorder  # noqa: E402
 
 import crosspath_programs  # noqa: E402
 
@@ -221,7 +221,7 @@ def record(tmp: str) -> tuple[dict, list[str], list[str], dict]:
     recorder = TraceRecorder(FileSink(capture))
     dspy.configure(callbacks=[*(dspy.settings.callbacks or []), recorder])  # keep MLflow's callback
     callbacks = [f"{type(cb).__module__}.{type(cb).__qualname__}" for cb in dspy.settings.callbacks]
-    assert len(callbacks) == 2 and callbacks[-1] == "dspy_rdf.capture.TraceRecorder", callbacks
+    assert len(callbacks) == 2 and callbacks[-1] == "dspy_rdf.capture.recorder.TraceRecorder", callbacks
     recorders.insert(0, "dspy-rdf TraceRecorder(FileSink(.jsonl))")
     try:
         facts = crosspath_programs.run_programs()

@@ -34,12 +34,12 @@ sys.path[:0] = [str(OLD / "src"), str(REPO / "tests")]
 
 import dspy  # noqa: E402
 
-from dspy_rdf.capture import FileSink, StoreSink, TraceRecorder  # noqa: E402
+from dspy_rdf.capture.recorder import FileSink, StoreSink, TraceRecorder  # noqa: E402
 from traced_programs import run_programs  # noqa: E402
 
 
 def cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); from dspy_rdf.cli import main; sys.exit(main())",
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); from dspy_rdf.cli.main import main; sys.exit(main())",
                     str(OLD / "src"), *args], check=True)
 
 

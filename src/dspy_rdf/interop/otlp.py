@@ -1,0 +1,357 @@
+"""Traces -> OpenTelemetry spans as OTLP JSON, with the GenAI semantic conventions, for MLflow, Phoenix or Langfuse.
+
+Each trace becomes the spans of one OpenTelemetry trace (its ``source_trace_id`` when it is one, else 32 hex digits of
+its content key), written as OTLP/JSON (ids as hex, as the OpenTelemetry Collector writes them):
+
+=================  ============================================================================================
+call               span
+=================  ============================================================================================
+LM call            ``chat {model}`` (``text_completion`` for DSPy's ``text`` model type), kind CLIENT: ``gen_ai.request.model``,
+                   ``gen_ai.provider.name``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` (typed parts,
+                   :mod:`dspy_rdf.sources.genai`), ``gen_ai.tool.definitions``, ``gen_ai.request.*`` (temperature,
+                   max_tokens, top_p, stop_sequences, choice.count, seed, top_k, frequency and presence penalties),
+                   ``gen_ai.response.id`` / ``.model`` / ``.finish_reasons``, ``gen_ai.usage.*``
+tool execution     ``execute_tool {name}``: ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (its own, else the id of
+                   the tool-call part it answered), ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``
+module call        ``invoke_workflow {module class}``: ``gen_ai.workflow.name``; its input and output summaries as
+                   OpenInference's ``input.value`` / ``output.value`` (JSON), which Phoenix and Langfuse show
+evaluation,        ``evaluate {program}`` / ``compile {optimizer}``, the call in ``dspy_rdf.call_json`` (no
+compilation        convention describes them)
+=================  ============================================================================================
+
+A failed call has status ERROR with the error as its message, and an ``exception`` event (``exception.type``,
+``exception.message``). A few ``dspy_rdf.*`` attributes carry what no convention has a key for and a program run
+needs to be read back as itself: the root span's trace fields (``source_format``, ``source_kind``, ``source_trace_id``,
+``dspy_version``, ``redactions``, ``losses``), each call's ``call_id`` (DSPy's), a history entry's ``entry.uuid``,
+``entry.timestamp`` and ``entry.filled``, and a tool execution's ``pairing`` (with ``call_id_of_part`` when its
+``gen_ai.tool.call.id`` is the id of the part it answered: DSPy's tool callbacks never see one). History entries, requests and responses (``lm_history``,
+``request_response``, ...) are written as their LM calls; messages, parts and trajectories, which hold no call, are
+refused.
+
+Reading the export back (``dspy-rdf export --from otlp``) gives the same trace, except what the conventions cannot
+carry: each export reads its own spans back, compares, and lists every field that would not come back (a request's
+``extensions``, a response's ``cost`` and ``provider_data``, usage ``details``, a module's ``tool_calls``, ...) in the
+trace's ``losses``, which the root span carries; so the trace read back records exactly what it lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, BinaryIO
+
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import DspyRdfError
+from dspy_rdf.canonical.identity import trace_key
+from dspy_rdf.sources.live import loss
+from dspy_rdf.sources.run_json import call_to_json
+from dspy_rdf.sources.base import ReadOptions
+from dspy_rdf.sources.history_dict import FILLED_KEY
+from dspy_rdf.sources.genai import messages_to_genai, output_to_genai, tools_to_genai
+from dspy_rdf.sources.otlp import SOURCE as OTLP_SOURCE
+from dspy_rdf.sources.spans import OWN, ns_from_iso
+
+__all__ = ["LOST", "SCOPE_NAME", "OtlpExportError", "OtlpReport", "differences", "trace_to_resource_spans", "write_otlp"]
+
+SCOPE_NAME = "dspy-rdf"
+"""The instrumentation scope of the spans dspy-rdf writes."""
+
+LOST = "the OTLP export cannot carry it: the OpenTelemetry GenAI conventions have no attribute for it"
+"""The reason recorded in ``losses`` for a field an export does not carry."""
+
+_INTERNAL, _CLIENT = 1, 3  # SpanKind; OTLP/JSON writes enums as numbers
+_OK, _ERROR = 1, 2  # StatusCode
+_COMMON = ("call", "started_at", "ended_at", "dspy_call_id", "parent_call", "error")
+_EXTENSIONS_TO_GENAI = {"seed": "seed", "top_k": "top_k", "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+
+
+class OtlpExportError(DspyRdfError, ValueError):
+    """A trace that cannot be written as spans (it holds no call); ``kind`` is its source kind."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+def _value(value: Any) -> dict[str, Any]:
+    """A Python value as an OTLP ``AnyValue``."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [_value(v) for v in value]}}
+    return {"stringValue": value}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _attributes(items: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _value(v)} for k, v in items.items() if v is not None]
+
+
+def _hex(text: str, digits: int) -> str:
+    value = hashlib.sha256(text.encode("utf-8")).hexdigest()[:digits]
+    return value if value.strip("0") else "1".rjust(digits, "0")
+
+
+def _trace_id(trace: m.Trace) -> str:
+    """The OpenTelemetry trace id: the trace's own when it has one (an MLflow ``tr-`` id holds one), else derived."""
+    own = (trace.source_trace_id or "").removeprefix("tr-").lower()
+    if re.fullmatch(r"[0-9a-f]{32}", own) and own.strip("0"):
+        return own
+    return _hex(trace_key(trace), 32)
+
+
+def _calls(trace: m.Trace) -> list[m.Call]:
+    """The calls to write: a run's own, or the LM calls a history, an entry, a request or a response holds."""
+    kind = trace.source_kind
+    if kind == "program_run":
+        return trace.calls
+    if kind in ("lm_history", "lm_history_entry"):
+        return [m.LMCall(started_at=e.timestamp, ended_at=e.timestamp, model=e.request.model, entry=e) for e in trace.entries]
+    if kind in ("request_response", "lm_request", "lm_response"):
+        request = trace.request or m.LMRequest(model=(trace.response.model if trace.response else None) or "unknown")
+        response = trace.response or m.LMResponse(outputs=[])
+        entry = m.LMHistoryEntry(request=request, response=response, timestamp="", uuid="")
+        return [m.LMCall(started_at="1970-01-01T00:00:00+00:00", model=request.model, entry=entry)]
+    raise OtlpExportError(f"a {kind} trace holds no LM call or tool execution to write as spans", kind=kind)
+
+
+def _lm(call: m.LMCall, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
+    entry = call.entry
+    model = entry.request.model if entry is not None else call.model
+    operation = "text_completion" if entry is not None and entry.model_type == "text" else "chat"
+    attrs: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.request.model": model}
+    if model and "/" in model:
+        attrs["gen_ai.provider.name"] = model.split("/", 1)[0]
+    if entry is None:
+        return f"{operation} {model}", _CLIENT, attrs
+    request, response = entry.request, entry.response
+    config = request.config
+    attrs.update({
+        "gen_ai.request.temperature": config.temperature,
+        "gen_ai.request.max_tokens": config.max_tokens,
+        "gen_ai.request.top_p": config.top_p,
+        "gen_ai.request.stop_sequences": config.stop,
+        "gen_ai.request.choice.count": config.n,
+    })
+    for key, name in _EXTENSIONS_TO_GENAI.items():
+        value = config.extensions.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attrs[f"gen_ai.request.{name}"] = value
+    if request.messages:
+        attrs["gen_ai.input.messages"] = _json(messages_to_genai(request.messages))
+    if request.tools:
+        attrs["gen_ai.tool.definitions"] = _json(tools_to_genai(request.tools))
+    if response.outputs:
+        attrs["gen_ai.output.messages"] = _json([output_to_genai(o) for o in response.outputs])
+        reasons = [o.finish_reason for o in response.outputs]
+        if all(r is not None for r in reasons):
+            attrs["gen_ai.response.finish_reasons"] = reasons
+    attrs["gen_ai.response.id"] = response.response_id
+    if response.model != request.model:
+        attrs["gen_ai.response.model"] = response.model
+    attrs.update(_usage_attributes(response.usage))
+    if not synthetic:
+        attrs[OWN + "entry.uuid"] = entry.uuid
+        attrs[OWN + "entry.timestamp"] = entry.timestamp
+        filled = entry.extra_fields.get(FILLED_KEY)
+        if filled:
+            attrs[OWN + "entry.filled"] = _json(filled)
+    return f"{operation} {model}", _CLIENT, attrs
+
+
+def _usage_attributes(usage: m.LMUsage | None) -> dict[str, Any]:
+    """A usage as ``gen_ai.usage.*`` attributes."""
+    if usage is None:
+        return {}
+    return {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+        "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
+    }
+
+
+def _answered_call_id(calls: list[m.Call], execution: m.ToolExecution) -> str | None:
+    ref = execution.answers
+    if execution.tool_call.call_id is not None or ref is None:
+        return execution.tool_call.call_id
+    holder = calls[ref.call]
+    if ref.output is None and isinstance(holder, m.ModuleCall) and ref.part < len(holder.tool_calls):
+        return holder.tool_calls[ref.part].call_id
+    if isinstance(holder, m.LMCall) and holder.entry is not None and ref.output is not None:
+        parts = holder.entry.response.outputs[ref.output].parts
+        if ref.part < len(parts) and isinstance(parts[ref.part], m.LMToolCallPart):
+            return parts[ref.part].call_id
+    return None
+
+
+def _span_content(calls: list[m.Call], call: m.Call, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
+    """The name, kind and attributes of one call's span."""
+    if isinstance(call, m.LMCall):
+        return _lm(call, synthetic)
+    if isinstance(call, m.ToolExecution):
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.tool_call.name,
+            "gen_ai.tool.call.id": _answered_call_id(calls, call),
+            "gen_ai.tool.call.arguments": _json(call.tool_call.args),
+            OWN + "pairing": call.pairing,
+        }
+        if call.tool_call.call_id is None and attrs["gen_ai.tool.call.id"] is not None:
+            attrs[OWN + "call_id_of_part"] = True  # the id of the part it answered; the execution had none
+        result = call.tool_result
+        if result is not None and not result.is_error and result.result is not None:
+            attrs["gen_ai.tool.call.result"] = _json(result.result)
+        return f"execute_tool {call.tool_call.name}", _INTERNAL, attrs
+    if isinstance(call, m.ModuleCall):
+        attrs = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": call.module_class, OWN + "module_class_path": call.module_class_path}
+        attrs.update(_usage_attributes(call.usage))
+        for key, value in (("input", call.input_summary), ("output", call.output_summary)):
+            if value is not None:
+                attrs[f"{key}.value"] = _json(value)
+                attrs[f"{key}.mime_type"] = "application/json"
+        return f"invoke_workflow {call.module_class}", _INTERNAL, attrs
+    kind = "evaluate" if isinstance(call, m.EvaluateCall) else "compile"
+    data = {k: v for k, v in call_to_json(call).items() if k not in _COMMON}
+    what = call.program_class if isinstance(call, m.EvaluateCall) else call.optimizer_class
+    return f"{kind} {what}", _INTERNAL, {OWN + "call": kind, OWN + "call_json": _json(data)}
+
+
+def _spans(trace: m.Trace, losses: list[dict[str, str]]) -> list[dict[str, Any]]:
+    calls = _calls(trace)
+    synthetic = trace.source_kind in ("request_response", "lm_request", "lm_response")  # no history entry of their own
+    trace_id = _trace_id(trace)
+    span_ids = [_hex(f"{trace_id}/{i}", 16) for i in range(len(calls))]
+    spans = []
+    root_done = False
+    for i, call in enumerate(calls):
+        name, kind, attrs = _span_content(calls, call, synthetic)
+        attrs[OWN + "call_id"] = call.dspy_call_id
+        if call.parent_call is None and not root_done:
+            root_done = True
+            attrs.update({
+                OWN + "source_format": trace.source_format,
+                OWN + "source_kind": None if trace.source_kind == "program_run" else trace.source_kind,
+                OWN + "source_trace_id": trace.source_trace_id,
+                OWN + "dspy_version": trace.dspy_version,
+                OWN + "redactions": _json(trace.redactions) if trace.redactions else None,
+                OWN + "losses": _json(losses) if losses else None,
+            })
+        start = ns_from_iso(call.started_at) if call.started_at else 0
+        span: dict[str, Any] = {"traceId": trace_id, "spanId": span_ids[i]}
+        if call.parent_call is not None:
+            span["parentSpanId"] = span_ids[call.parent_call]
+        span.update({"name": name, "kind": kind, "startTimeUnixNano": str(start)})
+        if call.ended_at:
+            span["endTimeUnixNano"] = str(ns_from_iso(call.ended_at))
+        span["attributes"] = _attributes(attrs)
+        if call.error is not None:
+            kind_text, _, message = call.error.partition(": ")
+            event_attrs = {"exception.type": kind_text, "exception.message": message or None}
+            span["events"] = [{"timeUnixNano": span.get("endTimeUnixNano", str(start)), "name": "exception", "attributes": _attributes(event_attrs)}]
+            span["status"] = {"code": _ERROR, "message": call.error}
+        else:
+            span["status"] = {"code": _OK} if not isinstance(call, m.ToolExecution) or call.tool_result is not None else {}
+        spans.append(span)
+    return spans
+
+
+def _version() -> str | None:
+    try:
+        return version("dspy-rdf")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return None
+
+
+def _resource_spans(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    scope = {"name": SCOPE_NAME, **({"version": v} if (v := _version()) else {})}
+    return {"resource": {"attributes": _attributes({"service.name": SCOPE_NAME})}, "scopeSpans": [{"scope": scope, "spans": spans}]}
+
+
+def _same_instant(before: Any, after: Any) -> bool:
+    try:
+        return ns_from_iso(before) == ns_from_iso(after)
+    except (TypeError, ValueError):
+        return False
+
+
+def differences(before: Any, after: Any, path: str = "") -> list[str]:
+    """The paths of the fields where two traces (or parts of them) differ, field by field down to JSON values. Call
+    and run times are compared as instants: spans hold nanoseconds, written back in UTC (``+00:00``), and an RDF store
+    keeps the value of an ``xsd:dateTime``, not how it was written (``Z``)."""
+    if path.endswith(("started_at", "ended_at")) and isinstance(before, str) and isinstance(after, str) and _same_instant(before, after):
+        return []
+    if dataclasses.is_dataclass(before) and type(before) is type(after):
+        out = []
+        for f in dataclasses.fields(before):
+            if not f.compare:  # what a trace was read with (its stored digest), not what it holds
+                continue
+            out += differences(getattr(before, f.name), getattr(after, f.name), f"{path}.{f.name}" if path else f.name)
+        return out
+    if (
+        isinstance(before, list) and isinstance(after, list) and len(before) == len(after)
+        and any(dataclasses.is_dataclass(x) for x in before)
+    ):
+        return [p for i, (x, y) in enumerate(zip(before, after)) for p in differences(x, y, f"{path}[{i}]")]
+    return [] if before == after else [path or "(the trace)"]
+
+
+def trace_to_resource_spans(trace: m.Trace) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """One trace as the ``resourceSpans`` item of an OTLP export, and what it does not carry (also written in the
+    root span's ``dspy_rdf.losses``, after the trace's own ``losses``)."""
+    first = _resource_spans(_spans(trace, trace.losses))
+    back = OTLP_SOURCE.read({"resourceSpans": [first]}, "program_run", ReadOptions())
+    lost = [
+        loss(p, LOST)
+        for p in differences(dataclasses.replace(trace, losses=[], source_index=None), dataclasses.replace(back, losses=[], source_index=None))
+    ]
+    if not lost:
+        return first, []
+    return _resource_spans(_spans(trace, [*trace.losses, *lost])), lost
+
+
+@dataclasses.dataclass
+class OtlpReport:
+    """What :func:`write_otlp` wrote: how many traces, how many of them with fields the export cannot carry, and
+    the traces it could not write (their IRIs, with why)."""
+
+    written: int = 0
+    lossy: int = 0
+    refused: list[tuple[str, OtlpExportError]] = dataclasses.field(default_factory=list)
+
+
+def write_otlp(traces: Iterable[tuple[str, m.Trace]], handle: BinaryIO, *, lines: bool) -> OtlpReport:
+    """Write ``(IRI, trace)`` pairs (as :func:`~dspy_rdf.rdf.formats.parse_traces` and
+    :meth:`~dspy_rdf.store.TraceStore.traces` give them) as OTLP JSON to a binary handle: one export request holding
+    every trace, or, with ``lines``, one request per trace per line (OTLP JSON Lines, as the OpenTelemetry Collector's
+    file exporter writes them, streamed trace by trace). Traces that hold no call are not written; the report lists
+    them."""
+    report = OtlpReport()
+    gathered: list[dict[str, Any]] = []
+    for iri, trace in traces:
+        try:
+            resource_spans, lost = trace_to_resource_spans(trace)
+        except OtlpExportError as exc:
+            report.refused.append((iri, exc))
+            continue
+        report.written += 1
+        report.lossy += bool(lost)
+        if lines:
+            handle.write((_json({"resourceSpans": [resource_spans]}) + "\n").encode("utf-8"))
+        else:
+            gathered.append(resource_spans)
+    if not lines:
+        handle.write((json.dumps({"resourceSpans": gathered}, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    return report
