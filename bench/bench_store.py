@@ -221,7 +221,7 @@ def pre_encoded(traces: list, encoded: list):
     the same order) instead of computing them (commit only)."""
     by_trace = {id(trace): item for trace, item in zip(traces, encoded, strict=True)}
     originals = store_base.stored_form, store_base.encode_trace
-    store_base.stored_form = lambda trace, **options: (by_trace[id(trace)].iri, trace)
+    store_base.stored_form = lambda trace, **options: (by_trace[id(trace)].iri, trace, "")  # (IRI, trace, digest)
     store_base.encode_trace = lambda trace, **options: (options["iri"], by_trace[id(trace)].data)
     try:
         yield

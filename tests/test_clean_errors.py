@@ -312,7 +312,7 @@ sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("module", ["dspy_rdf.cli.main", "contextlib", "argparse", "dspy_rdf.canonical.identity", "dspy_rdf.store"])
+@pytest.mark.parametrize("module", ["dspy_rdf.cli.main", "dspy_rdf.cli.console", "dspy_rdf.outputs", "contextlib", "argparse", "dspy_rdf.cli.parser", "dspy_rdf.canonical.identity", "dspy_rdf.store"])
 def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, demo_store, module):
     result = subprocess.run(
         [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, module, "stats", "--store", str(demo_store)], cwd=tmp_path,
