@@ -276,3 +276,9 @@ def test_what_a_trace_holds_never_reaches_the_terminal_as_control_characters(tmp
     assert cli(["export", str(bad), "-o", str(tmp_path / "out.nq")]) == 1
     err = capsys.readouterr().err
     assert "skipped" in err and "\x1b" not in err and "\x07" not in err
+
+
+def test_the_bundled_traces_name_no_file_of_the_machine_that_recorded_them():
+    text = bundled_traces_path().read_text(encoding="utf-8")
+    assert "site-packages/dspy/predict/react.py" in text  # the traceback of the failing tool is kept ...
+    assert not re.search(r'File \\"/', text)  # ... with paths that hold on any machine

@@ -1,6 +1,7 @@
 """Regenerate the DSPy 3.3.1 fixtures in tests/data/ from real DSPy objects and real DSPy runs.
 
     python tests/data/make_fixtures.py
+    python tests/data/make_fixtures.py --portable-paths   # only make the bundled set's file paths portable
 
 Every file is ``model_dump(mode="json")`` output of DSPy 3.3.1 objects: typed parts built with DSPy's own
 classes (one of each kind, every optional field set somewhere), and history entries written by real
@@ -10,6 +11,8 @@ programs run offline with ``dspy.utils.DummyLM``.
 from __future__ import annotations
 
 import json
+import sys
+import sysconfig
 from pathlib import Path
 
 import dspy
@@ -238,6 +241,16 @@ def dummy_lm_history() -> list[dict]:
     return [entry.model_dump(mode="json") if hasattr(entry, "model_dump") else entry for entry in lm.history]
 
 
+BUNDLED = HERE.parents[1] / "src" / "dspy_rdf" / "examples" / "dspy33_traces.jsonl"
+
+
+def portable(text: str) -> str:
+    """``text`` without the file paths of the machine that ran the programs: a traceback in a tool's observation
+    names ``site-packages/dspy/...`` and ``tests/data/make_fixtures.py``, as on any machine (the bundled set ships
+    with the package)."""
+    return text.replace(sysconfig.get_paths()["purelib"] + "/", "site-packages/").replace(str(HERE.parents[1]) + "/", "")
+
+
 def write(name: str, value) -> None:
     (HERE / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -266,8 +279,11 @@ def main() -> None:
     lines = [*react, *tools, request.model_dump(mode="json"), response.model_dump(mode="json"), entry.model_dump(mode="json")]
     text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in lines)
     # The bundled set ships with the package for `dspy-rdf demo`; tests read it from there.
-    (HERE.parents[1] / "src" / "dspy_rdf" / "examples" / "dspy33_traces.jsonl").write_text(text, encoding="utf-8")
+    BUNDLED.write_text(portable(text), encoding="utf-8")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--portable-paths"]:
+        BUNDLED.write_text(portable(BUNDLED.read_text(encoding="utf-8")), encoding="utf-8")
+    else:
+        main()
