@@ -87,8 +87,8 @@ def measure(path: Path) -> None:
     import io
 
     from dspy_rdf.canonical import model as m
-    from dspy_rdf.rdf.formats import RdfFormat, write_traces
     from dspy_rdf.inputs import read_traces
+    from dspy_rdf.rdf.formats import RdfFormat, write_traces
 
     counts = {"traces": 0, "lm_calls": 0}
 

@@ -52,14 +52,14 @@ from pathlib import Path
 import pyoxigraph as ox
 
 import dspy_rdf
-from dspy_rdf.canonical import model as m
 import dspy_rdf.store.base as store_base
 import dspy_rdf.store.embedded as store_embedded
-from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.identity import DEFAULT_BASE
+from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.store import EmbeddedStore, encode_traces
 from dspy_rdf.sources.tracejson import trace_from_json, trace_to_json
+from dspy_rdf.store import EmbeddedStore, encode_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = Path(dspy_rdf.__file__).parent / "analytics" / "queries"

@@ -44,7 +44,6 @@ from dspy_rdf.inputs import read_traces  # noqa: E402
 from dspy_rdf.store import EmbeddedStore  # noqa: E402
 from dspy_rdf.validation import Engine, compile_shapes, validate_store  # noqa: E402
 
-
 STORE_VERSION = 2
 """Bumped when the writer's output changes (v2: usage summaries), so that cached stores are rebuilt."""
 

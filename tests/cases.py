@@ -31,12 +31,12 @@ import rdflib
 from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS, SH, XSD
 
-from dspy_rdf.canonical import model as m
 from dspy_rdf import trace_from_json
-from dspy_rdf.rdf import vocab as v
+from dspy_rdf.canonical import model as m
 from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.rdf.formats import encode_trace
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.formats import encode_trace
 from dspy_rdf.validation.compiled import compile_shapes
 from dspy_rdf.validation.shapes import RULES_NAMESPACE, load_shapes, subclass_closure
 

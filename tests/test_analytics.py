@@ -16,9 +16,11 @@ from pathlib import Path
 
 import dspy
 import pytest
+from conftest import clear_traces
 from dspy.utils import DummyLM
+from lms import EchoLM, ScriptedLM, fields, tool_call
+from traced_programs import CallTools, add, divide
 
-from dspy_rdf.canonical import model as m
 from dspy_rdf.analytics.catalog import (
     FORMATS,
     QueryResult,
@@ -29,16 +31,14 @@ from dspy_rdf.analytics.catalog import (
     run_query,
     sparql_term,
 )
+from dspy_rdf.canonical import model as m
 from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
-from lms import EchoLM, ScriptedLM, fields, tool_call
-from traced_programs import CallTools, add, divide
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.writer import trace_lines
+from dspy_rdf.sources.tracejson import trace_from_json
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.store.remote import RemoteStore
-from conftest import clear_traces
-from dspy_rdf.sources.tracejson import trace_from_json
-from dspy_rdf.rdf.writer import trace_lines
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = (

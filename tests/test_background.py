@@ -18,14 +18,14 @@ import weakref
 
 import dspy
 import pytest
+from lms import EchoLM
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.capture.recorder import FileSink, MemorySink, StoreSink, TraceRecorder
 from dspy_rdf.canonical.identity import trace_iri
-from dspy_rdf.inputs import read_traces
 from dspy_rdf.canonical.redact import Redactor
+from dspy_rdf.capture.recorder import FileSink, MemorySink, StoreSink, TraceRecorder
+from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore, StoreLockedError
-from lms import EchoLM
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +186,7 @@ def test_a_run_pickles_to_an_equal_run_as_it_is_handed_over(name, runs):
     import pickle
 
     from conftest import load
+
     from dspy_rdf.sources.tracejson import trace_from_json
 
     for trace in (trace_from_json(load(name)), runs[0]):

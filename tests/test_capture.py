@@ -6,9 +6,9 @@ import threading
 
 import dspy
 import pytest
+from conftest import dspy33_types
 from dspy.utils import DummyLM
 
-from conftest import dspy33_types
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
 from dspy_rdf.canonical import model as m
 from dspy_rdf.capture.recorder import FileSink, MemorySink, StoreSink, TraceRecorder, summarize

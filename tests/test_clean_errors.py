@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA
+
 from dspy_rdf.cli.demo import bundled_traces_path
 
 TRACE = DATA / "part_text.json"

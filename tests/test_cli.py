@@ -7,10 +7,10 @@ import re
 import shutil
 
 import pytest
-
 from conftest import DATA, load
-from dspy_rdf.cli.main import main
+
 from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
 
 
 @pytest.mark.parametrize("fmt", ["ttl", "nt", "nq", "trig", "jsonld"])

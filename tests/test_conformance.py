@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import rdflib
-
 from conftest import FIXTURE_FILES, load
+
 from dspy_rdf import trace_from_json, validate_graph, validate_traces
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 import pytest
-
 from conftest import load
+
 from dspy_rdf.canonical import model as m
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces

@@ -21,17 +21,17 @@ import rdflib
 from rdflib.collection import Collection
 from rdflib.namespace import RDF, SH, XSD
 
+from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.formats import serialize_traces
+from dspy_rdf.rdf.terms import rdflib_graph as graph_from_ntriples
+from dspy_rdf.resources import shapes_dir
+from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import Engine, validate_dataset, validate_store
 from dspy_rdf.validation import compiled as fastshacl
 from dspy_rdf.validation.shapes import CLASSES_FILE
-from dspy_rdf.rdf import vocab as v
-from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.rdf.formats import serialize_traces
-from dspy_rdf.inputs import read_traces
-from dspy_rdf.resources import shapes_dir
-from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.sources.tracejson import trace_from_json
-from dspy_rdf.rdf.terms import rdflib_graph as graph_from_ntriples
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("react_history.json", "request_all_parts.json", "response_all_parts.json", "history_entry_all_parts.json", "history_dicts_dspy3.3.1.json")

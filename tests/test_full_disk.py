@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from dspy_rdf.capture.recorder import FileSink, TraceRecorder
+from dspy_rdf.capture.sinks import append_whole
 from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.capture.sinks import append_whole
 
 RUNS = [item.trace for item in read_traces(Path(__file__).parent / "data" / "crosspath" / "capture.jsonl")]
 

@@ -21,12 +21,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA
-from dspy_rdf.cli.main import main
 from dspy_rdf.canonical.identity import trace_iri
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.sources.tracejson import trace_from_json
 

@@ -6,12 +6,12 @@ import json
 import unicodedata
 
 import pytest
-
 from conftest import load
+
 from dspy_rdf.cli.main import main
 from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.store import EmbeddedStore
 
 HOSTILE_TEXT = [
     "with space",

@@ -6,8 +6,8 @@ import dataclasses
 
 import pyoxigraph as ox
 import pytest
-
 from conftest import load
+
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, verify_trace_iri
 from dspy_rdf.canonical.identity import CONTENT_KEY_PREFIX, DEFAULT_BASE
 from dspy_rdf.rdf.writer import trace_lines

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from dspy_rdf.cli.main import main
 from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
 
 INJECTIONS = [
     '" } ; DROP ALL #',

@@ -10,10 +10,10 @@ import httpx
 import pyoxigraph as ox
 import pytest
 
-from dspy_rdf.cli.main import main
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.canonical.identity import key_of_iri, trace_iri
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.store import EmbeddedStore, TraceStore
 from dspy_rdf.store.migrate import migrate_store
 

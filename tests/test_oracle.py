@@ -12,20 +12,19 @@ import dataclasses
 import types
 
 import pytest
-
-from dspy_rdf.rdf.vocab import slot_iri
 import rdflib
+from conftest import FIXTURE_FILES, load
 from linkml.generators.pydanticgen import PydanticGenerator
 from linkml_runtime import SchemaView
 from linkml_runtime.dumpers import rdflib_dumper
 from rdflib.compare import isomorphic
 
-from conftest import FIXTURE_FILES, load
 from dspy_rdf import trace_from_json, trace_iri
 from dspy_rdf.canonical import model
-from dspy_rdf.resources import schema_path
 from dspy_rdf.rdf.terms import rdflib_graph as graph_from_ntriples
+from dspy_rdf.rdf.vocab import slot_iri
 from dspy_rdf.rdf.writer import trace_lines
+from dspy_rdf.resources import schema_path
 
 
 @pytest.fixture(scope="module")

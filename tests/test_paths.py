@@ -20,10 +20,10 @@ import pyoxigraph as ox
 import pytest
 
 from dspy_rdf.analytics.catalog import list_queries, run_query
-from dspy_rdf.cli.main import main
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.canonical.identity import content_digest, content_payload, execution_id, trace_iri
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.store import EmbeddedStore, TraceStore
 
 DATA = Path(__file__).parent / "data"
@@ -191,9 +191,9 @@ def test_a_failed_lm_call_has_no_response_on_any_path(producer_rows, tmp_path):
 def test_one_run_recorded_twice_is_one_trace(tmp_path):
     """Two recorders in one program (an archive and a store), and a recorder with both sinks: one trace per run."""
     import dspy
+    from lms import ScriptedLM, fields
 
     from dspy_rdf.capture.recorder import FileSink, StoreSink, TraceRecorder
-    from lms import ScriptedLM, fields
 
     archive, stored = TraceRecorder(FileSink(tmp_path / "runs.jsonl")), TraceRecorder(StoreSink(tmp_path / "store"))
     both = TraceRecorder(FileSink(tmp_path / "both.jsonl"), FileSink(tmp_path / "both.nq"))

@@ -33,9 +33,9 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, trace_to_json, validate_traces
-from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
 from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
+from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
 
 _RANDOM = os.environ.get("DSPY_RDF_HYPOTHESIS_RANDOM") == "1"
 _FACTOR = float(os.environ.get("DSPY_RDF_HYPOTHESIS_FACTOR", "1"))

@@ -10,21 +10,21 @@ import dspy
 import pyoxigraph as ox
 import pytest
 import yaml
-
 from conftest import DATA
-from dspy_rdf.canonical import model as m
-from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
-from dspy_rdf.cli.main import main
-from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.canonical.identity import trace_iri
-from dspy_rdf.inputs import read_traces
-from dspy_rdf.interop.prov import PROV, PROV_SHAPES, PROV_VIEW, prov_graph_name, prov_view, validate_prov
-from dspy_rdf.resources import schema_path
-from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.sources.tracejson import trace_from_json
-from dspy_rdf.rdf.writer import part_ref_iri
 from lms import ScriptedLM
 from traced_programs import NATIVE, QUESTION_NATIVE, QUESTION_REACT, REACT, CallTools, add, divide
+
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.identity import trace_iri
+from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
+from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.interop.prov import PROV, PROV_SHAPES, PROV_VIEW, prov_graph_name, prov_view, validate_prov
+from dspy_rdf.rdf.writer import part_ref_iri
+from dspy_rdf.resources import schema_path
+from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.store import EmbeddedStore
 
 DSPY = "https://w3id.org/lmodel/dspy/"
 @pytest.fixture(scope="module")

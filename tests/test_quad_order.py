@@ -7,12 +7,12 @@ import random
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA
+
+from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.rdf.quadfiles import MAX_BAD_LINES
-from dspy_rdf.cli.demo import bundled_traces_path
 
 SOURCES = [DATA / "crosspath" / "capture.jsonl", bundled_traces_path()]
 

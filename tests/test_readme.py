@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA
-from dspy_rdf.cli.main import main
+
 from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -14,20 +14,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dspy  # noqa: E402  (lms sets LiteLLM's offline price map first)
 import pytest
-
 from lms import EchoLM, ScriptedLM, fields
 from traced_programs import NATIVE, REACT, CallTools
 
-import dspy  # noqa: E402  (lms sets LiteLLM's offline price map first)
-
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_json
-from dspy_rdf.canonical import model as m
 from dspy_rdf.analytics.catalog import run_query
-from dspy_rdf.capture.recorder import FileSink, MemorySink, Sink, StoreSink, TraceRecorder
+from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
-from dspy_rdf.inputs import read_traces
+from dspy_rdf.capture.recorder import FileSink, MemorySink, Sink, StoreSink, TraceRecorder
 from dspy_rdf.capture.runs import build_trace
+from dspy_rdf.inputs import read_traces
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import validate_traces
 
@@ -180,8 +178,8 @@ def test_every_sink_keeps_a_run_of_the_real_lm(tmp_path, sink_kind):
 
 
 def test_a_capture_file_exports_into_a_store_as_the_same_runs(tmp_path):
-    from dspy_rdf.cli.main import main
     from dspy_rdf.canonical.identity import trace_iri
+    from dspy_rdf.cli.main import main
 
     memory = MemorySink()
     recorder = TraceRecorder(FileSink(tmp_path / "runs.nq"), on_run=memory.write)

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import dspy
 import pytest
-
 from conftest import DATA, dspy33_types, load
-from dspy_rdf.capture.recorder import FileSink, TraceRecorder
-from dspy_rdf.cli.main import main
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
+
 from dspy_rdf.canonical.identity import content_payload
 from dspy_rdf.canonical.model import canonical_datetime
 from dspy_rdf.canonical.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
-from dspy_rdf.store import EmbeddedStore
+from dspy_rdf.capture.recorder import FileSink, TraceRecorder
+from dspy_rdf.cli.main import main
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.sources.tracejson import trace_from_dspy, trace_from_json, trace_to_json
+from dspy_rdf.store import EmbeddedStore
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
 SECRETS = {

@@ -16,14 +16,10 @@ from pathlib import Path
 
 import dspy
 import pytest
+from conftest import load
 from dspy.utils import DummyLM
 
-from conftest import load
 from dspy_rdf.analytics.catalog import run_query
-from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
-from dspy_rdf.cli.main import main
-from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.inputs import read_traces
 from dspy_rdf.analytics.report import (
     MAX_BARS,
     REPORT_SECTIONS,
@@ -34,8 +30,12 @@ from dspy_rdf.analytics.report import (
     format_value,
     write_report,
 )
-from dspy_rdf.store import EmbeddedStore
+from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
+from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
+from dspy_rdf.inputs import read_traces
 from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.store import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import FIXTURE_FILES, PART_KINDS, dspy33_types, load
+
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_dspy, trace_to_json
 from dspy_rdf.cli.demo import bundled_traces_path
 

@@ -9,16 +9,16 @@ import json
 import pyoxigraph as ox
 import pytest
 import rdflib
-
 from cases import PREFIX, RULE_BREAKS, fixture_dataset
 from conftest import DATA, load
+
 from dspy_rdf import trace_from_json
-from dspy_rdf.validation import compiled as fastshacl
 from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.rdf.formats import RdfFormat, serialize_traces
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.formats import RdfFormat, serialize_traces
 from dspy_rdf.resources import shapes_dir
 from dspy_rdf.validation import Engine, ValidationReport, node_label, validate_dataset, validate_traces
+from dspy_rdf.validation import compiled as fastshacl
 
 D = "https://w3id.org/lmodel/dspy/"
 RULES = ("ToolResultAnswersCall", "UniqueToolCallIds", "ContiguousPositions", "UsageTotal", "ToolCallOffered", "StartBeforeEnd", "ErrorResultHasContent")

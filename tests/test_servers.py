@@ -14,18 +14,18 @@ from pathlib import Path
 import httpx
 import pyoxigraph as ox
 import pytest
-
 from conftest import CAPPED_ROWS, clear_traces
+from test_analytics import HOSTILE, hostile_run, midnight_run, misbehaving_model
+
 from dspy_rdf.canonical import model as m
-from dspy_rdf.rdf import vocab as v
-from dspy_rdf.cli.main import main
-from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces
-from dspy_rdf.inputs import read_traces
 from dspy_rdf.canonical.identity import DEFAULT_BASE
+from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
+from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.store import EmbeddedStore, EncodedTrace, encode_traces
 from dspy_rdf.store.remote import RemoteAuthError, RemoteHTTPError, RemoteStore, WriteMethod
-from test_analytics import HOSTILE, hostile_run, midnight_run, misbehaving_model
 
 SERVERS = ("oxigraph", "virtuoso")
 SHAPES = Path(__file__).resolve().parents[1] / "shapes" / "dspy.shacl.ttl"

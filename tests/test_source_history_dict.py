@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import dspy33_types
+
 from dspy_rdf.canonical import model as m
-from dspy_rdf.sources.dspy33 import entry_to_json, request_to_json, response_to_json
 from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.sources.dspy33 import entry_to_json, request_to_json, response_to_json
 from dspy_rdf.sources.history_dict import FILLED_KEY, LEGACY_UUID_NAMESPACE, entry_from_history_dict, is_history_dict
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM (imported by DSPy) stays offline

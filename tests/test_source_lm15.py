@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import dspy33_types
+
 from dspy_rdf.canonical import model as m
-from dspy_rdf.sources.dspy33 import request_from_json, request_to_json, response_from_json, response_to_json
 from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.sources.dspy33 import request_from_json, request_to_json, response_from_json, response_to_json
 from dspy_rdf.sources.lm15 import (
     LM15_PART_TYPES,
     detect_lm15,
@@ -404,7 +404,7 @@ def test_does_not_claim_other_json(name: str) -> None:
 
 def test_the_shared_dspy_repo_request_is_not_lm15() -> None:
     """A real DSPy 3.3 request from DSPy's own test snapshots (shared/fixtures, beside the repository)."""
-    from conftest import load_shared, dspy33_types
+    from conftest import dspy33_types, load_shared
 
     assert detect_lm15(load_shared("dspy_repo_rlm_lm_request.json")) is None
 

@@ -10,17 +10,17 @@ import dataclasses
 import json
 
 import pytest
-
 from conftest import DATA
+
 from dspy_rdf.canonical import model as m
-from dspy_rdf.cli.main import main
 from dspy_rdf.canonical.errors import TraceInputError
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.canonical.identity import trace_iri
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.sources.spans import MAX_SPAN_DEPTH
-from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.sources.tracejson import TraceStream, trace_from_json, trace_to_json, traces_from_json
+from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import validate_traces
 
 MLFLOW = DATA / "mlflow"

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import dspy33_types
+
 from dspy_rdf.canonical import model as m
-from dspy_rdf.sources.dspy33 import request_to_json, response_to_json
 from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.sources.dspy33 import request_to_json, response_to_json
 from dspy_rdf.sources.openai_chat import (
     config_from_kwargs,
     detect_openai,

@@ -11,22 +11,22 @@ import dataclasses
 import json
 
 import pytest
+from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_source_mlflow import LM, calls_of
 
-from conftest import DATA
 from dspy_rdf.canonical import model as m
-from dspy_rdf.cli.main import main
 from dspy_rdf.canonical.errors import TraceInputError
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.canonical.identity import trace_iri
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.sources import ReadOptions
 from dspy_rdf.sources.otlp import GRACE_LINES, SOURCE
-from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.sources.tracejson import trace_from_json, trace_to_json, traces_from_json
+from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import validate_traces
-from test_source_mlflow import LM, calls_of
 
 OTLP = DATA / "otlp"
 FILES = sorted(p.name for p in OTLP.iterdir() if p.suffix in (".json", ".jsonl"))

@@ -6,9 +6,9 @@ import json
 
 import dspy
 import pytest
+from conftest import DATA
 from dspy.utils import DummyLM
 
-from conftest import DATA
 from dspy_rdf import RdfFormat, TraceInputError, parse_traces, serialize_traces, trace_from_dspy, trace_from_json, trace_to_json, validate_traces
 from dspy_rdf.canonical import model as m
 

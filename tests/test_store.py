@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pyoxigraph
 import pytest
-
 from conftest import DATA, load
+
 from dspy_rdf.canonical import model as m
-from dspy_rdf.rdf import vocab as v
-from dspy_rdf.cli.main import main
 from dspy_rdf.cli.demo import bundled_traces_path
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.store import EmbeddedStore, StoreError, StoreLockedError, open_store, term_value
-from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces
 from dspy_rdf.rdf.writer import trace_lines
+from dspy_rdf.sources.tracejson import trace_from_json
+from dspy_rdf.store import EmbeddedStore, StoreError, StoreLockedError, open_store, term_value
 
 
 def bundled() -> list[m.Trace]:

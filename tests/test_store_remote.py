@@ -18,9 +18,11 @@ import pyoxigraph as ox
 import pytest
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.cli.main import main
 from dspy_rdf.cli.demo import bundled_traces_path
+from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
+from dspy_rdf.rdf.writer import trace_lines
+from dspy_rdf.store import EmbeddedStore, StoreError, open_store
 from dspy_rdf.store.remote import (
     RemoteAuthError,
     RemoteConnectionError,
@@ -34,8 +36,6 @@ from dspy_rdf.store.remote import (
     RemoteTLSError,
     endpoints_for,
 )
-from dspy_rdf.store import EmbeddedStore, StoreError, open_store
-from dspy_rdf.rdf.writer import trace_lines
 
 SECRET = "s3cr3t-Value-42"
 FAST = {"max_attempts": 3, "backoff": 0.01, "timeout": 5, "connect_timeout": 1}

@@ -11,20 +11,20 @@ import re
 
 import dspy
 import pytest
+from conftest import DATA, PART_KINDS, load
 from google.protobuf.json_format import Parse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from traced_programs import run_programs
 
-from conftest import DATA, PART_KINDS, load
 from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.identity import content_digest, content_payload, execution_id, trace_iri
 from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 from dspy_rdf.cli.main import main
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
-from dspy_rdf.canonical.identity import content_digest, content_payload, execution_id, trace_iri
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.interop.otlp import LOST, differences, trace_to_resource_spans
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.sources.tracejson import trace_from_json, traces_from_json
-from traced_programs import run_programs
+from dspy_rdf.store import EmbeddedStore
 
 IMPORTED = sorted(p.relative_to(DATA).as_posix() for d in ("mlflow", "otlp") for p in (DATA / d).iterdir() if p.suffix in (".json", ".jsonl"))
 KINDS = {

@@ -9,8 +9,8 @@ import sys
 import pyoxigraph as ox
 import pytest
 import rdflib
-
 from conftest import DATA, load
+
 from dspy_rdf import trace_from_json
 from dspy_rdf.cli.main import main as cli_main
 from dspy_rdf.rdf.formats import RdfFormat, serialize_traces

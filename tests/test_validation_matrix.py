@@ -26,17 +26,17 @@ import zlib
 from collections import defaultdict
 from pathlib import Path
 
+import cases
 import httpx
 import pyoxigraph as ox
 import pytest
 import rdflib
 
-import cases
+from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.cli.main import main
 from dspy_rdf.rdf.formats import encode_trace
-from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
-from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.sources.tracejson import trace_to_json
+from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.validation import (
     Engine,
     ValidationReport,

@@ -7,11 +7,11 @@ import json
 import re
 import sys
 
+import cases
 import pyoxigraph as ox
 import pytest
-
-import cases
 from conftest import DATA, load
+
 from dspy_rdf import trace_from_json
 from dspy_rdf.cli.main import main as cli_main
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace, serialize_traces

@@ -5,7 +5,6 @@ for two tools in one response; the module runs them, one raises); the tools and 
 from __future__ import annotations
 
 import dspy
-
 from lms import ScriptedLM, fields, tool_call
 
 QUESTION_PREDICT = "2 + 2?"

@@ -35,7 +35,6 @@ def _shacl(schema: Path) -> str:
 def _class_hierarchy(schema: Path) -> str:
     import rdflib
     from linkml.generators.owlgen import OwlSchemaGenerator
-
     from linkml_runtime import SchemaView
 
     generator = OwlSchemaGenerator(

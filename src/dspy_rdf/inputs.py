@@ -23,13 +23,12 @@ from typing import BinaryIO
 
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.model import SourceFormat, Trace
+from dspy_rdf.rdf import RDF_SUFFIXES
 from dspy_rdf.sources.tracejson import TraceStream
 
 __all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "is_json_ld", "read_traces"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-RDF_SUFFIXES = {".ttl": "ttl", ".turtle": "ttl", ".nt": "nt", ".ntriples": "nt", ".nq": "nq", ".nquads": "nq", ".trig": "trig", ".jsonld": "jsonld"}
-"""RDF files by extension, with the :class:`~dspy_rdf.rdf.formats.RdfFormat` value of each."""
 
 
 @dataclass(frozen=True, slots=True)

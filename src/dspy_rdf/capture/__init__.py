@@ -11,8 +11,8 @@ from dspy_rdf.lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dspy_rdf.capture.recorder import TraceRecorder, program_fingerprint, summarize
     from dspy_rdf.capture.base import Sink
+    from dspy_rdf.capture.recorder import TraceRecorder, program_fingerprint, summarize
     from dspy_rdf.capture.sinks import FileSink, MemorySink, StoreSink, as_sink
 
 _HOMES = {

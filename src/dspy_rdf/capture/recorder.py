@@ -57,9 +57,9 @@ from typing import Any
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.identity import canonical_json, short_hash
-from dspy_rdf.sources.live import builtin_value, json_data, json_key, loss, text_of, unicode_text
 from dspy_rdf.capture.runs import RecordedRun, ReturnedCall, build_trace, loss_note
 from dspy_rdf.capture.sinks import FileSink, MemorySink, Sink, StoreSink, as_sink
+from dspy_rdf.sources.live import builtin_value, json_data, json_key, loss, text_of, unicode_text
 
 try:
     import dspy

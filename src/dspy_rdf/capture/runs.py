@@ -12,18 +12,18 @@ the rest, later: when a ``MemorySink``'s traces are read, in a sink's writer pro
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.fields import kind_of
 from dspy_rdf.canonical.identity import canonical_json
-from dspy_rdf.sources.live import loss
 from dspy_rdf.canonical.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.sources.dspy33 import entry_from_json, is_typed_entry
 from dspy_rdf.sources.history_dict import entry_from_history_dict
+from dspy_rdf.sources.live import loss
 
 __all__ = ["RecordedRun", "ReturnedCall", "build_trace", "loss_note"]
 

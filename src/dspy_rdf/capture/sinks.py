@@ -262,7 +262,6 @@ def _sink_error(exc: Any) -> Exception:
     import builtins
 
     from dspy_rdf import store
-
     from dspy_rdf.canonical import errors
 
     for module in (store, errors, builtins):

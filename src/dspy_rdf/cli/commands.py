@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-from dspy_rdf.cli.console import MESSAGES, output_name, print_error, progress_bar, reading_progress, RedactedStream, say, summary_stream
+from dspy_rdf.cli.console import MESSAGES, RedactedStream, output_name, print_error, progress_bar, reading_progress, say, summary_stream
 from dspy_rdf.outputs import open_output, output_target
 
 
@@ -360,9 +360,9 @@ def run_to_otlp(args: argparse.Namespace) -> int:
 def _rdf_traces(files: list[Path], format: str | None, skipped: list[Exception]) -> Iterator[tuple[str, Any]]:
     """The ``(IRI, trace)`` pairs of RDF files, one named graph at a time where the format has graphs; a graph that
     cannot be read is added to ``skipped`` (its file and graph named) and the others are read."""
-    from dspy_rdf.rdf.formats import RdfFormat
     from dspy_rdf.canonical.identity import trace_iri
     from dspy_rdf.inputs import RDF_SUFFIXES, read_traces
+    from dspy_rdf.rdf.formats import RdfFormat
 
     for path in files:
         fmt = RdfFormat(format) if format else RdfFormat.from_path(path)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from dspy_rdf.cli.console import Interrupted, MESSAGES, os_message, print_error, stdout_written_whole, stopped_by_signals
-
+from dspy_rdf.cli.console import MESSAGES, Interrupted, os_message, print_error, stdout_written_whole, stopped_by_signals
 
 __all__ = ["Interrupted", "main"]
 

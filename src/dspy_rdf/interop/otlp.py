@@ -47,12 +47,12 @@ from typing import Any, BinaryIO
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import DspyRdfError
 from dspy_rdf.canonical.identity import trace_key
-from dspy_rdf.sources.live import loss
-from dspy_rdf.sources.run_json import call_to_json
 from dspy_rdf.sources.base import ReadOptions
-from dspy_rdf.sources.history_dict import FILLED_KEY
 from dspy_rdf.sources.genai import messages_to_genai, output_to_genai, tools_to_genai
+from dspy_rdf.sources.history_dict import FILLED_KEY
+from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.otlp import SOURCE as OTLP_SOURCE
+from dspy_rdf.sources.run_json import call_to_json
 from dspy_rdf.sources.spans import OWN, ns_from_iso
 
 __all__ = ["LOST", "SCOPE_NAME", "OtlpExportError", "OtlpReport", "differences", "trace_to_resource_spans", "write_otlp"]

@@ -12,14 +12,15 @@ from typing import BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.rdf import vocab as v
 from dspy_rdf.canonical.errors import RdfInputError, TraceInputError
 from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.rdf import RDF_SUFFIXES
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.reader import traces_from_quads
-from dspy_rdf.resources import jsonld_context_path
 from dspy_rdf.rdf.terms import rdflib_term
 from dspy_rdf.rdf.writer import trace_lines
+from dspy_rdf.resources import jsonld_context_path
 
 __all__ = ["RdfFormat", "encode_trace", "parse_traces", "serialize_traces", "write_traces"]
 
@@ -46,13 +47,13 @@ class RdfFormat(enum.Enum):
     @classmethod
     def from_path(cls, path: Path) -> RdfFormat:
         """Guess a format from a file name extension, or raise ``ValueError`` listing the known ones."""
-        suffix = path.suffix.lstrip(".").lower()
-        aliases = {"turtle": "ttl", "nquads": "nq", "ntriples": "nt", "json": "jsonld"}
-        try:
-            return cls(aliases.get(suffix, suffix))
-        except ValueError:
+        suffix = path.suffix.lower()
+        if suffix == ".json":  # an RDF output named .json is JSON-LD
+            return cls.JSON_LD
+        if suffix not in RDF_SUFFIXES:
             known = ", ".join(f".{f.value}" for f in cls)
-            raise ValueError(f"cannot tell the RDF format of {path} from its extension; use one of {known}") from None
+            raise ValueError(f"cannot tell the RDF format of {path} from its extension; use one of {known}")
+        return cls(RDF_SUFFIXES[suffix])
 
 
 _OX_FORMAT = {

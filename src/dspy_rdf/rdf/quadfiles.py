@@ -31,8 +31,8 @@ from typing import BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf.canonical.errors import RdfInputError
-from dspy_rdf.rdf.formats import RdfFormat
 from dspy_rdf.canonical.model import Trace
+from dspy_rdf.rdf.formats import RdfFormat
 from dspy_rdf.rdf.reader import traces_from_quads
 
 __all__ = ["MAX_BAD_LINES", "GraphRead", "graph_traces"]

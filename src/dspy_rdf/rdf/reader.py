@@ -17,8 +17,8 @@ from typing import Any
 import pyoxigraph as ox
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.rdf import vocab as v
 from dspy_rdf.canonical.errors import RdfInputError
+from dspy_rdf.rdf import vocab as v
 
 __all__ = ["traces_from_quads"]
 

@@ -20,9 +20,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.rdf import vocab as v
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base, content_digest, content_payload, trace_key
+from dspy_rdf.rdf import vocab as v
 
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor

@@ -16,7 +16,6 @@ from typing import Any
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
-from dspy_rdf.sources.base import ReadOptions, Source
 from dspy_rdf.canonical.fields import (
     check_datetime,
     check_keys,
@@ -30,6 +29,7 @@ from dspy_rdf.canonical.fields import (
     get_str,
     kind_of,
 )
+from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = ["ENTRY_DERIVED", "ENTRY_FIELDS", "SOURCE", "detect_kind", "dspy33_types", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
 

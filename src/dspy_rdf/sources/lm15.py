@@ -81,8 +81,8 @@ import json
 from typing import Any
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.canonical.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.fields import check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = [

@@ -60,10 +60,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.fields import expect_object, fail, get_bool, get_float, get_int, get_json_object, get_str, kind_of
 from dspy_rdf.sources.base import ReadOptions, Source
 from dspy_rdf.sources.dspy33 import check_logprobs, check_stop, part_from_json, usage_from_json
-from dspy_rdf.canonical.fields import expect_object, fail, get_bool, get_float, get_int, get_json_object, get_str, kind_of
-from dspy_rdf.canonical.errors import TraceInputError
 
 __all__ = [
     "SOURCE",

@@ -29,8 +29,8 @@ from typing import Any
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.fields import expect_object, fail, get_list, kind_of
-from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
+from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
 __all__ = ["SOURCE", "decode_any_value", "is_otlp", "spans_from_otlp"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspy_rdf.sources import dspy33
 from dspy_rdf.canonical import model as m
-from dspy_rdf.canonical.fields import check_datetime, check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
 from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.fields import check_datetime, check_keys, expect_object, fail, get_bool, get_float, get_int, get_json_object, get_list, get_str, kind_of
+from dspy_rdf.sources import dspy33
 
 __all__ = ["call_from_json", "call_to_json", "run_from_json", "run_to_json"]
 

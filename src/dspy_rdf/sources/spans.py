@@ -36,9 +36,9 @@ from typing import Any
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.fields import fail, kind_of
-from dspy_rdf.sources.live import loss
 from dspy_rdf.canonical.pairing import pair_tool_executions, tool_call_parts, within
 from dspy_rdf.sources.conventions import BOOKKEEPING, Attributes, CallKind, call_kind, class_of, error_text, lm_facts, module_facts, tool_facts
+from dspy_rdf.sources.live import loss
 
 __all__ = ["MAX_SPAN_DEPTH", "OWN", "Span", "SpanStatus", "hex_id", "iso_from_ns", "mlflow_value", "nanoseconds", "ns_from_iso", "run_from_spans"]
 

@@ -36,9 +36,9 @@ from typing import Any
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.fields import check_keys, kind_of
+from dspy_rdf.sources import SOURCES, Assembly, Read, ReadOptions, dspy33, source_for
 from dspy_rdf.sources.live import is_lm15, json_data
 from dspy_rdf.sources.run_json import losses_from_json, redactions_from_json
-from dspy_rdf.sources import SOURCES, Assembly, Read, ReadOptions, dspy33, source_for
 
 __all__ = ["TraceStream", "detect_source", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json", "traces_from_json"]
 

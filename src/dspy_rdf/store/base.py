@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf.canonical import model as m
-from dspy_rdf.rdf import vocab as v
 from dspy_rdf.canonical.errors import DspyRdfError, TraceInputError
-from dspy_rdf.rdf.formats import RdfFormat, encode_trace, parse_traces
 from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base, is_absolute_iri
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
+from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.formats import RdfFormat, encode_trace, parse_traces
 from dspy_rdf.rdf.writer import stored_form
 
 if TYPE_CHECKING:

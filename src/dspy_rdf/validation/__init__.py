@@ -217,8 +217,8 @@ def validate_files(
     as ``export`` would (redacted, the same trace IRIs); RDF files (``.ttl``, ``.nt``, ``.nq``, ``.trig``,
     ``.jsonld``) as they are, cut by trace. A bad JSON trace is passed to ``on_skip`` (raised without it); a file
     that cannot be read raises ``FileNotFoundError`` or ``ValueError`` naming it."""
-    from dspy_rdf.rdf.formats import RdfFormat, encode_trace
     from dspy_rdf.inputs import JSONL_SUFFIXES, RDF_SUFFIXES, read_traces
+    from dspy_rdf.rdf.formats import RdfFormat, encode_trace
 
     builder = TraceGraphBuilder()
     for path in paths:

@@ -17,8 +17,8 @@ from typing import Iterator
 import pyoxigraph as ox
 import rdflib
 
-from dspy_rdf.rdf import vocab as v
 from dspy_rdf.canonical.errors import DspyRdfError
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.terms import rdflib_term
 from dspy_rdf.validation.report import SH, Severity, Violation, rule_name
 from dspy_rdf.validation.shapes import Shapes

@@ -30,7 +30,6 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import dspy  # noqa: E402
-
 from lms import MODEL, ScriptedLM, fields  # noqa: E402
 from traced_programs import NATIVE, QUESTION_NATIVE, QUESTION_REACT, REACT, CallTools  # noqa: E402
 

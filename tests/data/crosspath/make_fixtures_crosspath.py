@@ -97,11 +97,10 @@ if MLFLOW_MAJOR >= 3:
 else:
     import opentelemetry.sdk.trace  # noqa: F401,E402 - MLflow 2.22 needs the SDK imported before DSPy
 
+import crosspath_programs  # noqa: E402
 import dspy  # noqa: E402
 
 from dspy_rdf.capture.recorder import FileSink, TraceRecorder  # noqa: E402
-
-import crosspath_programs  # noqa: E402
 
 DSPY_341 = dspy.__version__.startswith("3.4")
 SUFFIX = "_dspy341" if DSPY_341 else ""

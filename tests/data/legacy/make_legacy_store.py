@@ -33,9 +33,9 @@ REPO = HERE.parents[2]
 sys.path[:0] = [str(OLD / "src"), str(REPO / "tests")]
 
 import dspy  # noqa: E402
+from traced_programs import run_programs  # noqa: E402
 
 from dspy_rdf.capture.recorder import FileSink, StoreSink, TraceRecorder  # noqa: E402
-from traced_programs import run_programs  # noqa: E402
 
 
 def cli(*args: str) -> None:

@@ -37,7 +37,6 @@ REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 import mlflow  # noqa: E402
-
 from traced_programs import run_programs  # noqa: E402
 
 MAJOR = int(mlflow.__version__.split(".")[0])

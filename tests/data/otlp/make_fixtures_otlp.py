@@ -38,7 +38,6 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-
 from traced_programs import run_programs  # noqa: E402
 
 
