@@ -228,6 +228,7 @@ def test_a_second_writer_or_a_reader_of_a_store_being_written_gets_a_clear_locke
         assert len(reader.trace_iris()) == len(another.trace_iris()) == 4
 
 
+@pytest.mark.slow  # kills exports at many points: 30 s of the default run's budget
 @pytest.mark.parametrize("kind", ["embedded", "remote"])
 def test_a_killed_export_or_re_export_leaves_no_half_trace_and_loses_nothing(tmp_path, request, kind):
     """SIGKILL an export in the middle of a large load, then SIGKILL a re-export of the same input while it writes

@@ -13,9 +13,9 @@ exactly the same set of ``(trace, focus node, rule, constraint component, severi
   store (whole-store queries and slices) and on a real ``oxigraph serve``.
 
 The default run uses a fixed sample of the cases (every rule, every kind of constraint), checks the fast engine in
-every form against the reference (pySHACL on each case's trace alone), and runs the pySHACL engine through the
-command line on N-Quads; the pySHACL engine's other entry points are the same code behind the same readers, and
-``--slow`` runs every case in every combination.
+every form against the reference (pySHACL on each case's trace alone); the pySHACL engine behind each entry point
+(the same code behind the same readers, and checked through one of them by test_validation_trust.py) runs with
+``--slow``, which runs every case in every combination.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _exit_code(expected: dict[str | None, set[Key]]) -> int:
     return 1 if any(k[4] == "Violation" for keys in expected.values() for k in keys) else 0
 
 
-PYSHACL_DEFAULT_FORMATS = ("nq",)  # the pySHACL engine in the default run; every format with --slow
+PYSHACL_DEFAULT_FORMATS: tuple[str, ...] = ()  # the pySHACL engine through the CLI on every format with --slow
 
 
 def _slow_unless(default: bool) -> list[pytest.MarkDecorator]:

@@ -81,7 +81,7 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
     one; the file gets the mode an existing file had, else the one the umask gives a new file (as ``open`` would).
     Standard output, a device, a FIFO or a pipe is written directly: nothing can be renamed over it. Errors name
     ``path``."""
-    import tempfile
+    import secrets
     from pathlib import Path
 
     target = output_target(path)
@@ -105,11 +105,17 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
+    # The temporary file's name is chosen before the file is made, so that a signal at any moment (even as the file
+    # is being created) leaves nothing behind: whatever ends the block removes the file by that name.
+    tmp: Path | None = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise naming(exc, path) from None
-    try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except FileExistsError as exc:  # another file has this name: not ours to remove
+            tmp = None
+            raise naming(exc, path) from None
+        except OSError as exc:
+            raise naming(exc, path) from None
         with io.BufferedWriter(WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
             yield handle
             handle.flush()
@@ -122,7 +128,8 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
         except OSError as exc:
             raise naming(exc, path) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise
 
 
