@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 import dspy
 import pytest
@@ -13,6 +14,11 @@ from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
 from dspy_rdf.canonical import model as m
 from dspy_rdf.capture.recorder import FileSink, MemorySink, StoreSink, TraceRecorder, summarize
 
+
+
+def at(value: str) -> datetime:
+    """A time of the model (canonical ``xsd:dateTime`` text) as a datetime, to compare."""
+    return datetime.fromisoformat(value)
 
 def add(a: int, b: int) -> int:
     """Add two integers."""
@@ -74,13 +80,14 @@ def test_a_react_run_with_a_failing_tool_is_one_conforming_trace():
     for tool in tools:
         decider = trace.calls[tool.decided_by]
         assert tool.pairing == "preceding_lm_call" and isinstance(decider, m.LMCall)
-        assert decider.ended_at <= tool.started_at
+        assert at(decider.ended_at) <= at(tool.started_at)
     assert [trace.calls.index(t) > t.decided_by for t in tools] == [True] * 3
-    # Order is the order calls started, and each call's time span lies within its parent's.
-    assert [c.started_at for c in trace.calls] == sorted(c.started_at for c in trace.calls)
+    # Order is the order calls started, and each call's time span lies within its parent's (compared as times: the
+    # canonical text drops trailing zeros of the fraction, so ".1649Z" is later than ".164929Z" as text).
+    assert [at(c.started_at) for c in trace.calls] == sorted(at(c.started_at) for c in trace.calls)
     for call in trace.calls[1:]:
         parent = trace.calls[call.parent_call]
-        assert parent.started_at <= call.started_at <= call.ended_at <= parent.ended_at
+        assert at(parent.started_at) <= at(call.started_at) <= at(call.ended_at) <= at(parent.ended_at)
     assert_round_trips_and_conforms(trace)
 
 
