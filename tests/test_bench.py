@@ -27,8 +27,12 @@ SMALLEST = {
 }
 
 
-def test_every_benchmark_script_is_listed_here():
+def test_every_benchmark_script_is_listed_here_in_the_readme_and_in_the_figures():
     assert sorted(path.name for path in BENCH.glob("bench_*.py")) == sorted(SMALLEST)
+    readme = (BENCH.parent / "README.md").read_text(encoding="utf-8")
+    figures = (BENCH.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert [name for name in SMALLEST if f"`{name}`" not in readme] == []
+    assert [name for name in SMALLEST if f"bench/{name}" not in figures and f"`{name}`" not in figures] == []
 
 
 @pytest.mark.slow
