@@ -223,9 +223,6 @@ def _exit_code(expected: dict[str | None, set[Key]]) -> int:
     return 1 if any(k[4] == "Violation" for keys in expected.values() for k in keys) else 0
 
 
-PYSHACL_DEFAULT_FORMATS: tuple[str, ...] = ()  # the pySHACL engine through the CLI on every format with --slow
-
-
 def _slow_unless(default: bool) -> list[pytest.MarkDecorator]:
     return [] if default else [pytest.mark.slow]
 
@@ -233,7 +230,7 @@ def _slow_unless(default: bool) -> list[pytest.MarkDecorator]:
 @pytest.mark.parametrize(
     ("engine", "fmt"),
     [
-        pytest.param(engine, fmt, marks=_slow_unless(engine is Engine.FAST or fmt in PYSHACL_DEFAULT_FORMATS), id=f"{engine}-{fmt}")
+        pytest.param(engine, fmt, marks=_slow_unless(engine is Engine.FAST), id=f"{engine}-{fmt}")
         for engine in BOTH_ENGINES for fmt in FORMATS
     ],
 )

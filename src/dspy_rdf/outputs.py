@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, BinaryIO
 
-__all__ = ["STANDARD_OUTPUT", "WholeWrites", "is_standard_output", "naming", "open_output", "output_target"]
+__all__ = ["STANDARD_OUTPUT", "WholeWrites", "is_standard_output", "open_output", "output_target"]
 
 STANDARD_OUTPUT = "-"
 """What an output option takes to mean standard output."""
@@ -66,7 +66,7 @@ def is_standard_output(path: str | os.PathLike[str] | None) -> bool:
     return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
 
 
-def naming(error: OSError, path: str | os.PathLike[str]) -> OSError:
+def _naming(error: OSError, path: str | os.PathLike[str]) -> OSError:
     """The same error (the same subclass: it follows the errno) naming ``path``, the output the user gave: the name
     of a temporary file, or none at all, would not tell which output failed."""
     return OSError(error.errno, error.strerror, str(path))
@@ -94,7 +94,7 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
         try:
             fd = os.open(target, os.O_WRONLY)
         except OSError as exc:
-            raise naming(exc, path) from None
+            raise _naming(exc, path) from None
         with io.BufferedWriter(WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
             yield handle
         return
@@ -113,20 +113,20 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         except FileExistsError as exc:  # another file has this name: not ours to remove
             tmp = None
-            raise naming(exc, path) from None
+            raise _naming(exc, path) from None
         except OSError as exc:
-            raise naming(exc, path) from None
+            raise _naming(exc, path) from None
         with io.BufferedWriter(WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
             yield handle
             handle.flush()
             try:
                 os.fchmod(handle.fileno(), mode)
             except OSError as exc:
-                raise naming(exc, path) from None
+                raise _naming(exc, path) from None
         try:
             os.replace(tmp, target)
         except OSError as exc:
-            raise naming(exc, path) from None
+            raise _naming(exc, path) from None
     except BaseException:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
@@ -148,5 +148,5 @@ class WholeWrites(io.FileIO):
             while view:
                 view = view[os.write(self.fileno(), view):]
         except OSError as exc:
-            raise naming(exc, self.shown_as) from None
+            raise _naming(exc, self.shown_as) from None
         return total

@@ -12,34 +12,6 @@ from dspy_rdf.lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from dspy_rdf.analytics.catalog import (
-        FORMATS,
-        UNKNOWN,
-        NamedQuery,
-        Parameter,
-        QueryResult,
-        bind_parameters,
-        check_user_sparql,
-        get_query,
-        list_queries,
-        run_query,
-        sparql_term,
-    )
+    from dspy_rdf.analytics.catalog import QueryResult, list_queries, run_query
 
-_HOMES = {
-    "dspy_rdf.analytics.catalog": (
-        "FORMATS",
-        "UNKNOWN",
-        "NamedQuery",
-        "Parameter",
-        "QueryResult",
-        "bind_parameters",
-        "check_user_sparql",
-        "get_query",
-        "list_queries",
-        "run_query",
-        "sparql_term",
-    ),
-}
-
-__getattr__, __dir__, __all__ = lazy_exports(globals(), _HOMES)
+__getattr__, __dir__, __all__ = lazy_exports(globals(), {"dspy_rdf.analytics.catalog": ("list_queries", "run_query", "QueryResult")})

@@ -2,8 +2,8 @@
 
 One dataclass per class of ``schema/dspy.yaml``, one field per slot, with the schema's names (``call_id``
 where DSPy says ``id``, ``part_type`` where DSPy says ``type``). The classes hold pure values: node
-identity (IRIs, graph names) is minted by :mod:`dspy_rdf.mapping`, and ``position`` is the index of an item
-in its list, so neither appears here. ``tests/test_model_schema.py`` proves that these classes and the
+identity (IRIs, graph names) is minted by :mod:`dspy_rdf.rdf.writer`, and ``position`` is the index of an item
+in its list, so neither appears here. ``tests/test_schema.py`` proves that these classes and the
 schema agree slot by slot.
 
 JSON-valued slots (range ``Any`` in the schema) hold plain JSON values; an empty dict is the same as

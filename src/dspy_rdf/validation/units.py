@@ -217,15 +217,13 @@ def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[Tra
 
     names = store.trace_iris()
     shared = set(store.graphs_with_several_traces())
-    embedded = store if isinstance(store, EmbeddedStore) else None  # read in place, in this process's pyoxigraph
-    oxigraph = embedded.oxigraph if embedded is not None else None
-    in_place = TraceGraphs(
-        names=[name for name in names if name not in shared],
-        oxigraph=oxigraph,
-        remote=None if embedded is not None else store,
-        path=embedded.path if embedded is not None else None,
-        writable=embedded is not None and not embedded.read_only,
-    )
+    alone = [name for name in names if name not in shared]
+    if isinstance(store, EmbeddedStore):  # read in place, in this process's pyoxigraph
+        oxigraph = store.oxigraph
+        in_place = TraceGraphs(names=alone, oxigraph=oxigraph, path=store.path, writable=not store.read_only)
+    else:
+        oxigraph = None
+        in_place = TraceGraphs(names=alone, remote=store)
     parts = [in_place]
     builder = TraceGraphBuilder()
     cut = False
