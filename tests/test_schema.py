@@ -125,3 +125,54 @@ def test_the_decimal_slots_are_those_of_range_decimal(view):
     from dspy_rdf.rdf.vocab import DECIMAL_SLOTS
 
     assert set(DECIMAL_SLOTS) == {name for name, slot in view.all_slots().items() if slot.range == "decimal"}
+
+
+def test_the_schema_tables_are_what_linkml_reads_in_the_schema(view):
+    from dspy_rdf.canonical.schema_tables import CLASS_SLOTS, DERIVED_SLOTS, SLOT_URIS
+
+    assert CLASS_SLOTS["LMToolCallPart"] == set(view.class_slots("LMToolCallPart"))
+    assert CLASS_SLOTS["Trace"] == set(view.class_slots("Trace")) - {"id"}
+    assert "LMPart" not in CLASS_SLOTS and "Call" not in CLASS_SLOTS  # abstract: nothing is typed with them alone
+    assert SLOT_URIS == {"name": "http://www.w3.org/2000/01/rdf-schema#label", "description": "http://purl.org/dc/terms/description"}
+    assert {"lm_call_count", "tool_name", "subtree_cost"} <= DERIVED_SLOTS and "input_tokens" not in DERIVED_SLOTS
+
+
+def test_a_new_slot_reaches_the_schema_tables_by_regeneration(tmp_path, monkeypatch):
+    """A slot added to the schema alone makes the tables stale, and regenerating them adds it."""
+    import dspy_rdf.generate as generate
+
+    schema = tmp_path / "schema" / "dspy.yaml"
+    schema.parent.mkdir()
+    text = schema_path().read_text(encoding="utf-8")
+    assert "\n  finish_reason:\n" in text
+    schema.write_text(text.replace("\n  finish_reason:\n", "\n  stop_sequence_hit:\n    description: Which stop sequence ended the output.\n    range: string\n  finish_reason:\n", 1), encoding="utf-8")
+    schema_text = schema.read_text(encoding="utf-8")
+    schema.write_text(schema_text.replace("      - finish_reason\n", "      - finish_reason\n      - stop_sequence_hit\n", 1), encoding="utf-8")
+    tables = generate._schema_tables(schema)
+    assert '"stop_sequence_hit"' in tables and tables != generate._schema_tables(schema_path())
+    namespace: dict = {}
+    exec(compile(tables, "schema_tables.py", "exec"), namespace)
+    assert "stop_sequence_hit" in namespace["CLASS_SLOTS"]["LMOutput"]
+
+
+def test_dspy33_keys_are_the_fields_of_dspy_core_types():
+    """The keys the DSPy 3.3 source accepts are derived from the schema; they are exactly the fields of DSPy's own
+    classes (fields DSPy excludes from its JSON left out)."""
+    from conftest import dspy33_types
+    from dspy_rdf.sources import dspy33
+
+    types = dspy33_types()
+
+    def fields(cls) -> set[str]:
+        return {name for name, info in cls.model_fields.items() if not info.exclude}
+
+    assert dspy33._MESSAGE_KEYS == fields(types.LMMessage)
+    assert dspy33._TOOL_KEYS == fields(types.LMToolSpec)
+    assert dspy33._CONFIG_KEYS == fields(types.LMConfig)
+    assert dspy33._REQUEST_KEYS == fields(types.LMRequest)
+    assert dspy33._OUTPUT_KEYS == fields(types.LMOutput)
+    assert dspy33._RESPONSE_KEYS == fields(types.LMResponse)
+    assert dspy33.ENTRY_FIELDS == fields(types.LMHistoryEntry)
+    for kind, keys in dspy33._PART_KEYS.items():
+        dspy_class = getattr(types, model.PART_CLASSES[kind].__name__)
+        assert keys == fields(dspy_class), kind

@@ -82,7 +82,7 @@ def test_no_test_imports_a_private_name_of_the_package():
 LAYERS = [
     ("lazy", "resources", "outputs"),
     ("canonical",),
-    ("sources", "rdf"),
+    ("sources", "rdf", "plugins"),
     ("inputs", "store"),
     ("validation", "analytics"),
     ("interop", "capture"),

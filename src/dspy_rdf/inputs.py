@@ -197,4 +197,5 @@ def _rdf_items(path: Path, rdf: str, progress: Callable[[int], None] | None, *, 
         if read.trace is not None:
             yield InputItem(source, None, read.trace, None)
         else:
+            assert read.error is not None  # a GraphRead without a trace holds an error
             yield InputItem(source, read.line, None, TraceInputError(read.error, source=source, line=read.line))

@@ -90,12 +90,13 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
+    shown = str(path)  # not None: None is standard output
     if target.exists() and not target.is_file():
         try:
             fd = os.open(target, os.O_WRONLY)
         except OSError as exc:
-            raise _naming(exc, path) from None
-        with io.BufferedWriter(WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
+            raise _naming(exc, shown) from None
+        with io.BufferedWriter(WholeWrites(fd, shown_as=shown, closefd=True)) as handle:
             yield handle
         return
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -107,29 +108,30 @@ def open_output(path: str | os.PathLike[str] | None) -> Iterator[BinaryIO]:
         mode = 0o666 & ~umask
     # The temporary file's name is chosen before the file is made, so that a signal at any moment (even as the file
     # is being created) leaves nothing behind: whatever ends the block removes the file by that name.
-    tmp: Path | None = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    to_remove: Path | None = tmp
     try:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         except FileExistsError as exc:  # another file has this name: not ours to remove
-            tmp = None
-            raise _naming(exc, path) from None
+            to_remove = None
+            raise _naming(exc, shown) from None
         except OSError as exc:
-            raise _naming(exc, path) from None
-        with io.BufferedWriter(WholeWrites(fd, shown_as=str(path), closefd=True)) as handle:
+            raise _naming(exc, shown) from None
+        with io.BufferedWriter(WholeWrites(fd, shown_as=shown, closefd=True)) as handle:
             yield handle
             handle.flush()
             try:
                 os.fchmod(handle.fileno(), mode)
             except OSError as exc:
-                raise _naming(exc, path) from None
+                raise _naming(exc, shown) from None
         try:
             os.replace(tmp, target)
         except OSError as exc:
-            raise _naming(exc, path) from None
+            raise _naming(exc, shown) from None
     except BaseException:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+        if to_remove is not None:
+            to_remove.unlink(missing_ok=True)
         raise
 
 

@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dspy_rdf.analytics.terminal import terminal_text
 
@@ -122,7 +122,7 @@ _LIMIT_LINE = re.compile(r"^LIMIT[ \t]+(\d+)[ \t]*$", re.M)
 
 def _parse(name: str, text: str) -> NamedQuery:
     """Read the header of one ``.rq`` file and check that its parameters match its data block and LIMIT."""
-    question = None
+    question = ""
     params: list[Parameter] = []
     notes: list[str] = []
     unknown: list[str] = []
@@ -247,7 +247,8 @@ def sparql_term(value: Any, type: str = "string") -> str:
     if _CHECK_STORE is None:
         _CHECK_STORE = ox.Store()
     try:
-        [solution] = list(_CHECK_STORE.query(f"SELECT ?v WHERE {{ VALUES ?v {{ {text} }} }}"))
+        solutions = cast("ox.QuerySolutions", _CHECK_STORE.query(f"SELECT ?v WHERE {{ VALUES ?v {{ {text} }} }}"))
+        [solution] = list(solutions)
         back = solution["v"]
     except (SyntaxError, ValueError):
         back = None

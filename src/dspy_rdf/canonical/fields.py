@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.model import canonical_datetime
@@ -58,6 +58,10 @@ def check_keys(d: dict[str, Any], allowed: frozenset[str], path: str, what: str)
         raise fail(path, f"unknown field(s) {names} on {what}; expected only {', '.join(sorted(allowed))}")
 
 
+@overload
+def get_str(d: dict[str, Any], key: str, path: str, *, required: Literal[True], default: str | None = None) -> str: ...
+@overload
+def get_str(d: dict[str, Any], key: str, path: str, *, required: bool = False, default: str | None = None) -> str | None: ...
 def get_str(d: dict[str, Any], key: str, path: str, *, required: bool = False, default: str | None = None) -> str | None:
     """A string field (``default`` when absent or null; an error when ``required``)."""
     value = d.get(key, default)
@@ -106,11 +110,15 @@ def check_datetime(value: str, path: str) -> str:
         valid = canonical is not None and _CANONICAL.fullmatch(canonical) is not None and bool(datetime.fromisoformat(canonical.removesuffix("Z")))
     except ValueError:
         valid = False
-    if not valid:
+    if not valid or canonical is None:
         raise fail(path, f"expected an ISO 8601 date-time of years 1 to 9999 such as 2025-01-31T12:00:00 or 2025-01-31T12:00:00Z, got {value!r}")
     return canonical
 
 
+@overload
+def get_bool(d: dict[str, Any], key: str, path: str, *, default: bool) -> bool: ...
+@overload
+def get_bool(d: dict[str, Any], key: str, path: str, *, default: None = None) -> bool | None: ...
 def get_bool(d: dict[str, Any], key: str, path: str, *, default: bool | None = None) -> bool | None:
     """A boolean field."""
     value = d.get(key)

@@ -91,7 +91,7 @@ def short_hash(text: str) -> str:
 # --- the canonical JSON of the model ---------------------------------------------------------------------------------
 
 _CLASS_KEY = "@"
-_NOT_CONTENT = {m.Trace: frozenset({"source_index", "content_digest"})}
+_NOT_CONTENT: dict[type, frozenset[str]] = {m.Trace: frozenset({"source_index", "content_digest"})}
 """Fields that say where a trace was read from, not what it holds."""
 _MODEL_TYPES = frozenset({name for name, obj in vars(m).items() if is_dataclass(obj)} | {"LMPart", "Call"})
 _CONVERTERS: dict[type, Any] = {}
@@ -119,7 +119,7 @@ def _converter(cls: type) -> Any:
             lines.append(f"    if v != _D{i} or type(v) is not type(_D{i}): out[{f.name!r}] = {value}")
         elif f.default_factory in (dict, list):  # an empty dict or list, DSPy's default: absent
             lines.append(f"    if v or type(v) is not {f.default_factory.__name__}: out[{f.name!r}] = {value}")
-        else:  # an object made by a factory (a request's default config)
+        elif f.default_factory is not MISSING:  # what is left: an object made by a factory (a request's default config)
             env[f"_D{i}"] = f.default_factory()
             lines.append(f"    if v != _D{i}: out[{f.name!r}] = {value}")
     lines.append("    return out")

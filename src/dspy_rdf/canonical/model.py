@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, Union, get_args
 
 JSONValue = Any
 JSONObject = dict[str, Any]
@@ -249,7 +249,7 @@ LMPart = Union[
     LMRefusalPart,
 ]
 
-PART_CLASSES: dict[str, type] = {
+PART_CLASSES: dict[str, type[LMPart]] = {
     cls.part_type: cls
     for cls in (
         LMTextPart,
@@ -447,13 +447,13 @@ SourceKind = Literal[
     "trajectory",
     "program_run",
 ]
-SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__
+SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
 """Every trace source kind, in the order of the schema's ``TraceSourceKind`` enum."""
 
 SourceFormat = Literal[
     "dspy33", "lm15", "history_dict", "openai_chat", "react_trajectory", "dspy_history", "dspy_callback", "mlflow", "otlp"
 ]
-SOURCE_FORMATS: tuple[str, ...] = SourceFormat.__args__
+SOURCE_FORMATS: tuple[SourceFormat, ...] = get_args(SourceFormat)
 """Every trace source format, in the order of the schema's ``TraceSourceFormat`` enum."""
 
 CONTENT_SLOT: dict[str, str] = {
@@ -718,7 +718,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 def from_field_values(cls: type, values: tuple[Any, ...]) -> Any:
     """A model object of ``cls`` with ``values`` for its fields, in their order (how model objects unpickle)."""
-    obj = object.__new__(cls)
+    obj: object = object.__new__(cls)
     for name, value in zip(_FIELD_NAMES[cls], values):
         object.__setattr__(obj, name, value)
     return obj

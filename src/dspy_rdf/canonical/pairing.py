@@ -11,7 +11,7 @@ LM call of that parent call that ended before the execution started (``preceding
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from dspy_rdf.canonical import model as m
 
@@ -57,7 +57,7 @@ def pair_tool_executions(calls: Sequence[m.Call], starts: Sequence[Any], ends: S
             continue
         scope = [i for i in range(index) if within(calls, i, call.parent_call)]
         wanted = call.tool_call
-        best = None
+        best: tuple[m.PartRef, Literal["call_id", "name_and_args"]] | None = None
         for i in reversed(scope):
             for ref, part in tool_call_parts(calls[i], i):
                 if ref in claimed or part.name != wanted.name:

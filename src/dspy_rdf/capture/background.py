@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from dspy_rdf.capture.base import Sink
@@ -65,7 +65,7 @@ class BackgroundWriterError(RuntimeError):
         self.message = message
 
 
-def _send(handle: BinaryIO, message: object) -> None:
+def _send(handle: IO[bytes], message: object) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     handle.write(_HEADER.pack(len(data)) + data)
     handle.flush()
@@ -163,11 +163,13 @@ class BackgroundWriter:
             [sys.executable, "-m", "dspy_rdf.capture.background"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True,
         )  # fmt: skip
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None  # both are pipes
         with contextlib.suppress(OSError):
-            fcntl.fcntl(self._process.stdin.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
+            fcntl.fcntl(stdin.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
         try:
-            _send(self._process.stdin, spec)
-            self._answers = _Inbox(self._process.stdout.fileno())
+            _send(stdin, spec)
+            self._answers = _Inbox(stdout.fileno())
             answer = self._answers.next()
         except OSError:
             answer = None
@@ -178,7 +180,7 @@ class BackgroundWriter:
                 raise BackgroundWriterError("OSError", "the writer process ended before it was ready")
             raise BackgroundWriterError(answer[1], answer[2])
         # Runs are written to the pipe without blocking: when it is full, the answers are read meanwhile (see _send).
-        self._stdin = self._process.stdin.fileno()
+        self._stdin = stdin.fileno()
         os.set_blocking(self._stdin, False)
         _OPEN.add(self)
 
@@ -240,6 +242,7 @@ class BackgroundWriter:
                 with contextlib.suppress(OSError, ValueError, _WriterGone):
                     self._send(("close",))
                     self._read_answers(until=-1)  # every answer, up to "closed"
+                assert self._process.stdin is not None  # a pipe
                 with contextlib.suppress(OSError):
                     self._process.stdin.close()
                 if self._pending:  # the child ended without confirming these: write them here

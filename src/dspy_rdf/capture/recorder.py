@@ -51,7 +51,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,7 +154,7 @@ def _error_text(exception: BaseException | None, losses: list[dict[str, str]], p
     return f"{type(exception).__name__}: {text_of(exception, path, losses)}"
 
 
-def _at(index: int, losses: list[dict[str, str]]) -> list[dict[str, str]]:
+def _at(index: int, losses: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     """Losses noted with paths inside one call, as paths inside its run."""
     return [loss(f"calls[{index}]" + (f".{item['field']}" if item["field"] != "(the value)" else ""), item["reason"]) for item in losses]
 
@@ -229,7 +229,7 @@ class TraceRecorder(BaseCallback):
 
     # -- bookkeeping --
 
-    def _start(self, call_id: str, call: dict[str, Any], instance: Any = None, losses: list[dict[str, str]] = ()) -> None:
+    def _start(self, call_id: str, call: dict[str, Any], instance: Any = None, losses: Sequence[dict[str, str]] = ()) -> None:
         """Register a call that started, given as its record (see :class:`~dspy_rdf.capture.runs.RecordedRun`; ``losses``: what
         its handler could not record, with paths inside the call)."""
         started = time.time()
@@ -369,7 +369,7 @@ class TraceRecorder(BaseCallback):
                 "metric": _qualified_name(metric),
                 "program_class": None if program is None else _class_name(program),
                 "program_fingerprint": program_fingerprint(program),
-                "devset_size": len(devset) if hasattr(devset, "__len__") else None,
+                "devset_size": len(devset) if devset is not None and hasattr(devset, "__len__") else None,
             }
         except Exception as exc:  # noqa: BLE001 - live objects can raise anything; the evaluation is still recorded
             call = {"call": "evaluate"}
@@ -432,7 +432,7 @@ class TraceRecorder(BaseCallback):
                 sink.write(item)
             except Exception as exc:  # noqa: BLE001 - DSPy would swallow it silently; the run is kept instead
                 self._not_written(item, f"{type(exc).__name__}: {exc}", sink)
-        if self.on_run is not None:
+        if self.on_run is not None and built is not None:  # built whenever there is an on_run
             self.on_run(built)
 
     def _not_written(self, item: RecordedRun | m.Trace, reason: str, sink: Sink) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
@@ -93,9 +93,17 @@ def _calls(run: RecordedRun) -> list[m.Call]:
     ]
 
 
+class _CommonFields(TypedDict):
+    started_at: str
+    ended_at: str | None
+    dspy_call_id: str | None
+    parent_call: int | None
+    error: str | None
+
+
 def _call(record: dict[str, Any], started_at: str, ended_at: str | None) -> m.Call:
     """One recorded call as its model object (the recorder made the record: its fields are already checked)."""
-    common = {
+    common: _CommonFields = {
         "started_at": started_at,
         "ended_at": ended_at,
         "dspy_call_id": record.get("dspy_call_id"),
@@ -148,7 +156,9 @@ def _built(run: RecordedRun) -> m.Trace:
     losses = list(run.losses)
     calls = _calls(run)
     for index, data in run.entries.items():
-        entry = calls[index].entry = _history_entry(data, f"calls[{index}].entry", losses)
+        call = calls[index]
+        assert isinstance(call, m.LMCall)  # the recorder keeps history entries of LM calls only
+        entry = call.entry = _history_entry(data, f"calls[{index}].entry", losses)
         if entry is not None:
             entry.timestamp = _in_utc(entry.timestamp)
     _link_returned_tool_calls(calls, run.returned)
@@ -231,6 +241,7 @@ def _link_returned_tool_calls(calls: list[m.Call], returned: dict[int, list[Retu
     claimed: set[m.PartRef] = set()
     for index in sorted(returned):
         module = calls[index]
+        assert isinstance(module, m.ModuleCall)  # only module calls return tool calls
         parts = [pair for i in range(index + 1, len(calls)) if within(calls, i, index) for pair in tool_call_parts(calls[i], i)]
         refs: list[m.PartRef] = []
         own: list[m.LMToolCallPart] = []

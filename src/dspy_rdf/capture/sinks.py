@@ -135,6 +135,8 @@ class _Background(Sink):
     its trace where it is written). Two callbacks the recorder sets: ``on_failure(run, reason)`` receives each run that
     could not be written, ``on_losses(note)`` says of a run built here that some of its values were not kept exactly."""
 
+    redactor: Redactor | None
+
     def _start(self, spec: tuple, background: bool) -> None:
         self.on_failure: Callable[[m.Trace | RecordedRun, str], None] | None = None
         self.on_losses: Callable[[str], None] | None = None
@@ -159,7 +161,7 @@ class _Background(Sink):
         return sink
 
     @property
-    def builds_runs(self) -> bool:
+    def builds_runs(self) -> bool:  # type: ignore[override]  # read-only here: it follows the writer process; Sink's may be set
         """Whether runs handed over as recorded are built into traces elsewhere (by the writer process)."""
         return self.writes_later
 
@@ -350,7 +352,7 @@ class StoreSink(_Background):
         target = None if given else store if isinstance(store, Path) else str(store) if store else default_store_target()
         self._target = target
         self._owned = not given
-        self.store: TraceStore | None = store if given else None
+        self.store: TraceStore | None = store if isinstance(store, TraceStore) else None
         options = {"store": target, "base": self.base, "redactor": redactor, "background": False}
         self._start(("dspy_rdf.capture.sinks:StoreSink", options), background and not given)
         if self._writer is None and not given:
@@ -368,8 +370,10 @@ class StoreSink(_Background):
 
     def _write_now(self, trace: m.Trace) -> None:
         """Store one run (its secrets redacted); a run already stored (the same IRI) is left as it is."""
+        store = self.store
+        assert store is not None  # opened here when there is no writer process
         with self._lock:
-            report = self.store.put([trace], base=self.base, redactor=self.redactor)
+            report = store.put([trace], base=self.base, redactor=self.redactor)
         if report.failed:
             iri, why = report.failed[0]
             raise DspyRdfError(f"the run {iri or f'started at {trace.started_at}'} was not stored: {why}")
@@ -379,8 +383,10 @@ class StoreSink(_Background):
         False when the store refused any of them, which :meth:`write` then tells apart one by one (those stored are
         kept as they are). The writer process uses it for the runs that wait together."""
         traces = [self._trace_of(run) for run in runs]
+        store = self.store
+        assert store is not None  # opened here when there is no writer process
         with self._lock:
-            report = self.store.put(traces, base=self.base, redactor=self.redactor)
+            report = store.put(traces, base=self.base, redactor=self.redactor)
         return not report.failed
 
     def close(self) -> None:

@@ -374,7 +374,7 @@ def _rdf_traces(files: list[Path], format: str | None, skipped: list[Exception])
         for item in read_traces(path):
             if item.error is not None:
                 skipped.append(item.error)
-            else:
+            elif item.trace is not None:  # always, when there is no error
                 yield trace_iri(item.trace), item.trace
 
 

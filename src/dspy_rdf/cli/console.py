@@ -180,7 +180,7 @@ def stdout_written_whole() -> Iterator[None]:
     original.flush()
     raw = WholeWrites(fd, shown_as="standard output", closefd=False)
     stream = io.TextIOWrapper(
-        io.BufferedWriter(raw, buffer_size=1 << 16), encoding=original.encoding, errors=original.errors, line_buffering=original.line_buffering
+        io.BufferedWriter(raw, buffer_size=1 << 16), encoding=original.encoding, errors=original.errors, line_buffering=bool(original.line_buffering)
     )
     sys.stdout = stream
     try:

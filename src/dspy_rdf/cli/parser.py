@@ -65,7 +65,7 @@ def _redaction_options(parser: argparse.ArgumentParser, no_redact_help: str) -> 
     )
 
 
-def _store_option(parser: argparse.ArgumentParser, default_help: str, what: str = "the store", *, servers: bool = True) -> None:
+def _store_option(parser: argparse._ActionsContainer, default_help: str, what: str = "the store", *, servers: bool = True) -> None:
     """``--store [PATH|URL]``, the same on every command: a directory (embedded) or, where ``servers``, a SPARQL
     server URL; the value may be left out (``--store`` alone), which means the default store."""
     kinds = "a store directory (embedded) or a SPARQL server URL" if servers else "a store directory (embedded)"
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     formats = ["ttl", "nt", "nq", "trig", "jsonld"]
 
     store_help = "$DSPY_RDF_STORE, else ./.dspy-rdf/store"
-    source_formats = list(SOURCE_FORMATS)
+    source_formats: list[str] = list(SOURCE_FORMATS)
     from_help = "read every input as this DSPy shape instead of detecting it: " + ", ".join(source_formats)
 
     export = sub.add_parser("export", help="convert DSPy traces (JSON/JSONL of any supported shape, or RDF) to RDF or a store")

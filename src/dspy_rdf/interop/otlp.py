@@ -192,8 +192,8 @@ def _answered_call_id(calls: list[m.Call], execution: m.ToolExecution) -> str | 
         return holder.tool_calls[ref.part].call_id
     if isinstance(holder, m.LMCall) and holder.entry is not None and ref.output is not None:
         parts = holder.entry.response.outputs[ref.output].parts
-        if ref.part < len(parts) and isinstance(parts[ref.part], m.LMToolCallPart):
-            return parts[ref.part].call_id
+        if ref.part < len(parts) and isinstance(part := parts[ref.part], m.LMToolCallPart):
+            return part.call_id
     return None
 
 

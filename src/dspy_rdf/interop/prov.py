@@ -98,7 +98,9 @@ def validate_prov(triples: Iterable[ox.Triple]) -> tuple[bool, str]:
 
     graph = rdflib.Graph()
     for t in triples:
-        graph.add((rdflib_term(t.subject), rdflib.URIRef(t.predicate.value), rdflib_term(t.object)))
+        subject, obj = t.subject, t.object
+        assert not isinstance(subject, ox.Triple) and not isinstance(obj, ox.Triple)  # a PROV view quotes no triples
+        graph.add((rdflib_term(subject), rdflib.URIRef(t.predicate.value), rdflib_term(obj)))
     shapes = rdflib.Graph().parse(PROV_SHAPES, format="turtle")
     conforms, _, text = pyshacl.validate(graph, shacl_graph=shapes, advanced=True)
     return bool(conforms), str(text)

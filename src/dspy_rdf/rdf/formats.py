@@ -162,7 +162,9 @@ def _encode(text: bytes, format: RdfFormat) -> bytes:
     if format in (RdfFormat.N_QUADS, RdfFormat.N_TRIPLES):
         return text
     syntax = ox.RdfFormat.N_QUADS if format.has_graphs else ox.RdfFormat.N_TRIPLES
-    return ox.serialize(ox.parse(text, syntax), format=format.oxigraph, prefixes=v.PREFIXES)
+    out = ox.serialize(ox.parse(text, syntax), format=format.oxigraph, prefixes=v.PREFIXES)
+    assert out is not None  # given no output, serialize returns the bytes
+    return out
 
 
 class _JsonLdWriter:

@@ -12,7 +12,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 import pyoxigraph as ox
 
@@ -92,6 +92,10 @@ class _Graph:
             raise self.error(iri, v.slot_iri(slot), f"{term.value!r} is not a date-time of the years 1 to 9999 (in UTC), which a trace keeps")
         return term.value
 
+    @overload
+    def string(self, iri: str, props: Node, slot: str, *, required: Literal[True]) -> str: ...
+    @overload
+    def string(self, iri: str, props: Node, slot: str, *, required: bool = False) -> str | None: ...
     def string(self, iri: str, props: Node, slot: str, *, required: bool = False) -> str | None:
         return self.literal(iri, props, slot, v.XSD_STRING, required=required)
 
@@ -112,6 +116,10 @@ class _Graph:
             raise self.error(iri, v.slot_iri(slot), f"{text!r} is not a decimal number")
         return float(text)
 
+    @overload
+    def boolean(self, iri: str, props: Node, slot: str, *, default: bool) -> bool: ...
+    @overload
+    def boolean(self, iri: str, props: Node, slot: str, *, default: None = None) -> bool | None: ...
     def boolean(self, iri: str, props: Node, slot: str, *, default: bool | None = None) -> bool | None:
         text = self.literal(iri, props, slot, v.XSD_BOOLEAN)
         if text is None:
@@ -143,6 +151,10 @@ class _Graph:
             raise self.error(iri, v.slot_iri(slot), f"positions are {[p for p, _ in items]}, expected 0..{len(items) - 1}")
         return [child for _, child in items]
 
+    @overload
+    def child(self, iri: str, props: Node, slot: str, *, required: Literal[True]) -> str: ...
+    @overload
+    def child(self, iri: str, props: Node, slot: str, *, required: bool = False) -> str | None: ...
     def child(self, iri: str, props: Node, slot: str, *, required: bool = False) -> str | None:
         term = self.one(iri, props, slot, required=required)
         if term is None:
@@ -235,7 +247,7 @@ class _Graph:
                 usage=None if usage is None else self.usage(usage),
                 input_summary=self.json(iri, p, "input_summary"),
                 output_summary=self.json(iri, p, "output_summary"),
-                tool_calls=[self.part(c) for c in self.children(iri, p, "tool_calls")],
+                tool_calls=[self.tool_call_part(c) for c in self.children(iri, p, "tool_calls")],
                 returned_tool_calls=sorted(
                     (self.part_ref(iri, trace_iri, target, "returned_tool_calls") for target in self.iris(iri, p, "returned_tool_calls")),
                     key=m.PartRef.order,
@@ -267,6 +279,9 @@ class _Graph:
         tc_iri = self.child(iri, p, "tool_call", required=True)
         tc = self.node(tc_iri, "ToolCall")
         self.check_slots(tc_iri, tc, frozenset({"name", "call_id", "args"}))
+        pairing = self.string(iri, p, "pairing")
+        if pairing is not None and pairing not in _PAIRINGS:
+            raise self.error(iri, v.slot_iri("pairing"), f"expected one of {', '.join(_PAIRINGS)}, found {pairing!r}")
         execution = m.ToolExecution(
             tool_call=m.ToolCall(
                 name=self.string(tc_iri, tc, "name", required=True),
@@ -274,7 +289,7 @@ class _Graph:
                 args=self.json(tc_iri, tc, "args", default=dict),
             ),
             decided_by=self.call_index(iri, p, "decided_by", index),
-            pairing=self.string(iri, p, "pairing"),
+            pairing=pairing,
             **common,
         )
         if (r := self.child(iri, p, "tool_result")) is not None:
@@ -392,9 +407,10 @@ class _Graph:
         if (t := self.child(iri, p, "tool_choice")) is not None:
             tp = self.node(t, "LMToolChoice")
             self.check_slots(t, tp, frozenset({"mode", "allowed", "parallel"}))
-            c.tool_choice = m.LMToolChoice(
-                mode=self.string(t, tp, "mode", required=True), allowed=self.json(t, tp, "allowed"), parallel=self.boolean(t, tp, "parallel")
-            )
+            mode = self.string(t, tp, "mode", required=True)
+            if mode not in _TOOL_CHOICE_MODES:
+                raise self.error(t, v.slot_iri("mode"), f"expected one of {', '.join(_TOOL_CHOICE_MODES)}, found {mode!r}")
+            c.tool_choice = m.LMToolChoice(mode=mode, allowed=self.json(t, tp, "allowed"), parallel=self.boolean(t, tp, "parallel"))
         if (k := self.child(iri, p, "cache")) is not None:
             kp = self.node(k, "LMCacheConfig")
             self.check_slots(k, kp, frozenset({"enabled", "rollout_id"}))
@@ -447,6 +463,12 @@ class _Graph:
             extra_fields=self.json(iri, p, "extra_fields", default=dict),
         )
 
+    def tool_call_part(self, iri: str) -> m.LMToolCallPart:
+        part = self.part(iri)
+        if not isinstance(part, m.LMToolCallPart):
+            raise self.error(iri, _TYPE, f"expected a dspy:LMToolCallPart, found {self.types.get(iri)}")
+        return part
+
     def part(self, iri: str) -> m.LMPart:
         cls = _PART_BY_CLASS.get(self.types.get(iri, ""))
         if cls is None:
@@ -458,9 +480,10 @@ class _Graph:
         if part_type != kind:
             raise self.error(iri, v.slot_iri("part_type"), f"a {cls.__name__} has part_type {kind!r}, found {part_type!r}")
         metadata = self.json(iri, p, "metadata", default=dict)
-        if kind == "text" or kind == "refusal":
+        # The tag is compared on cls itself, not on the copy in kind, so that mypy narrows cls to the classes it names.
+        if cls.part_type == "text" or cls.part_type == "refusal":
             return cls(text=self.string(iri, p, "text", required=True), metadata=metadata)
-        if kind == "tool_call":
+        if cls.part_type == "tool_call":
             return cls(
                 name=self.string(iri, p, "name", required=True),
                 call_id=self.string(iri, p, "call_id"),
@@ -468,7 +491,7 @@ class _Graph:
                 provider_data=self.json(iri, p, "provider_data", default=dict),
                 metadata=metadata,
             )
-        if kind == "tool_result":
+        if cls.part_type == "tool_result":
             return cls(
                 call_id=self.string(iri, p, "call_id"),
                 name=self.string(iri, p, "name"),
@@ -477,11 +500,11 @@ class _Graph:
                 provider_data=self.json(iri, p, "provider_data", default=dict),
                 metadata=metadata,
             )
-        if kind == "thinking":
+        if cls.part_type == "thinking":
             return cls(
                 text=self.string(iri, p, "text", required=True), redacted=self.boolean(iri, p, "redacted", default=False), metadata=metadata
             )
-        if kind == "citation":
+        if cls.part_type == "citation":
             return cls(
                 text=self.string(iri, p, "text"),
                 title=self.string(iri, p, "title"),
@@ -536,6 +559,9 @@ _CALL_SLOTS = {
         {*_CALL_COMMON, *_SUBTREE_TOTALS, "optimizer_class", "input_summary", "program_class", "student_fingerprint", "program_fingerprint"}
     ),
 }
+# The schema's PairingMethod and ToolChoiceMode enums, typed as the model's fields are.
+_PAIRINGS: tuple[Literal["call_id", "name_and_args", "preceding_lm_call"], ...] = ("call_id", "name_and_args", "preceding_lm_call")
+_TOOL_CHOICE_MODES: tuple[Literal["auto", "required", "none"], ...] = ("auto", "required", "none")
 _DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 _PART_REF = re.compile(r"/call/(?P<call>\d+)(?:/entry/response/output/(?P<output>\d+)/part|/tool_call)/(?P<part>\d+)")
 _ENTRY_SLOTS = frozenset({"request", "response", "timestamp", "uuid", "model_type", "extra_fields", "position"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dspy_rdf.canonical import schema_tables
+
 DSPY = "https://w3id.org/lmodel/dspy/"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
@@ -18,8 +20,8 @@ XSD_BOOLEAN = XSD + "boolean"
 XSD_DATETIME = XSD + "dateTime"
 XSD_DATE = XSD + "date"
 
-# Slots whose schema slot_uri is not dspy:<slot name>.
-SLOT_URIS = {"name": RDFS + "label", "description": DCTERMS + "description"}
+SLOT_URIS = schema_tables.SLOT_URIS
+"""Slots whose schema ``slot_uri`` is not ``dspy:<slot name>`` (generated from the schema)."""
 
 PREFIXES = {
     "dspy": DSPY,
@@ -31,8 +33,8 @@ PREFIXES = {
 """Prefixes written into Turtle, TriG and JSON-LD output."""
 
 
-DECIMAL_SLOTS = ("cost", "cost_total", "duration", "score", "subtree_cost", "summary_cost", "temperature", "top_p")
-"""The slots whose values are ``xsd:decimal`` (the schema's ``range: decimal``). A server may keep an integral
+DECIMAL_SLOTS = schema_tables.DECIMAL_SLOTS
+"""The slots whose values are ``xsd:decimal`` (the schema's ``range: decimal``, generated from the schema). A server may keep an integral
 decimal as an integer (Virtuoso 7 does): reading a trace back from it restores the type of these slots."""
 
 

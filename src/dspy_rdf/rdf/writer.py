@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
@@ -158,7 +158,7 @@ class _UsageGroup:
             self.total_tokens = (self.total_tokens or 0) + u.total_tokens
 
 
-def _knows_tokens(u: m.LMUsage | None) -> bool:
+def _knows_tokens(u: m.LMUsage | None) -> TypeGuard[m.LMUsage]:
     """Whether a usage reports how many tokens a call took (an ``LMUsage`` with no count says nothing)."""
     return u is not None and (u.input_tokens is not None or u.output_tokens is not None or u.total_tokens is not None)
 
@@ -287,8 +287,8 @@ class _Writer:
             if not isinstance(call, m.ModuleCall) or not _knows_tokens(call.usage) or index in covered_by:
                 continue
             # the calls it counts for: those below that returned (one that raised took no tokens DSPy could count)
-            below = [i for i, c in enumerate(calls) if isinstance(c, m.LMCall) and c.error is None and i != index and _below(calls, i, index)]
-            if not below or any(_knows_tokens(calls[i].entry.response.usage) for i in below if calls[i].entry is not None):
+            below = [c for i, c in enumerate(calls) if isinstance(c, m.LMCall) and c.error is None and i != index and _below(calls, i, index)]
+            if not below or any(c.entry is not None and _knows_tokens(c.entry.response.usage) for c in below):
                 continue
             covered_by.update(i for i, c in enumerate(calls) if _below(calls, i, index))  # an inner module's is part of it
             u = call.usage
@@ -297,7 +297,7 @@ class _Writer:
                 self.input_tokens = (self.input_tokens or 0) + u.input_tokens
             if u.output_tokens is not None:
                 self.output_tokens = (self.output_tokens or 0) + u.output_tokens
-            groups = {_group_key(calls[i]) for i in below}
+            groups = {_group_key(c) for c in below}
             if len(groups) == 1 and (key := groups.pop()) in self.usage:
                 self.usage[key].count(u, len(below))
 
@@ -536,15 +536,15 @@ class _Writer:
                     add(f"{rs} {P.provider_data} {_j(r.provider_data)}{t}")
                 if r.metadata:
                     add(f"{rs} {P.metadata} {_j(r.metadata)}{t}")
-            if (ref := call.answers) is not None:
-                add(f"{s} {P.answers} <{part_ref_iri(trace_iri, ref)}>{t}")
+            if (answered := call.answers) is not None:
+                add(f"{s} {P.answers} <{part_ref_iri(trace_iri, answered)}>{t}")
             if call.decided_by is not None:
                 add(f"{s} {P.decided_by} <{trace_iri}/call/{call.decided_by}>{t}")
             if call.pairing is not None:
                 add(f"{s} {P.pairing} {_s(call.pairing)}{t}")
 
     def config(self, c: m.LMConfig, iri: str, parent: str) -> None:
-        lines = []
+        lines: list[str] = []
         add = lines.append
         t = self.tail
         s = f"<{iri}>"
@@ -663,23 +663,22 @@ class _Writer:
         if u.extra_fields:
             add(f"{us} {P.extra_fields} {_j(u.extra_fields)}{t}")
 
-    def parts(self, parts: list[m.LMPart], iri: str, parent: str, slot: str = "parts", segment: str = "part") -> None:
+    def parts(self, parts: Sequence[m.LMPart], iri: str, parent: str, slot: str = "parts", segment: str = "part") -> None:
         add = self.out.append
         t = self.tail
         link = getattr(P, slot)
         for i, part in enumerate(parts):
             child = f"{iri}/{segment}/{i}"
             s = f"<{child}>"
-            kind = part.part_type
             add(f"{parent} {link} {s}{t}")
             add(f"{s} {_TYPE} {C[type(part).__name__]}{t}")
-            add(f"{s} {P.part_type} {_PART_TYPE_LITERAL[kind]}{t}")
+            add(f"{s} {P.part_type} {_PART_TYPE_LITERAL[part.part_type]}{t}")
             add(f"{s} {P.position} {_int(i)}{t}")
             if part.metadata:
                 add(f"{s} {P.metadata} {_j(part.metadata)}{t}")
-            if kind == "text" or kind == "refusal":
+            if part.part_type == "text" or part.part_type == "refusal":
                 add(f"{s} {P.text} {_s(part.text)}{t}")
-            elif kind == "tool_call":
+            elif part.part_type == "tool_call":
                 self.tool_calls.setdefault(part.call_id, []).append(s)
                 if part.name not in self.framework:
                     self.counted_parts[part.call_id] = self.counted_parts.get(part.call_id, 0) + 1
@@ -690,7 +689,7 @@ class _Writer:
                     add(f"{s} {P.args} {_j(part.args)}{t}")
                 if part.provider_data:
                     add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
-            elif kind == "tool_result":
+            elif part.part_type == "tool_result":
                 self.tool_results.append((s, part.call_id))
                 if part.call_id is not None:
                     add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
@@ -700,10 +699,10 @@ class _Writer:
                 if part.provider_data:
                     add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
                 self.parts(part.content, child, s, "content", "content")
-            elif kind == "thinking":
+            elif part.part_type == "thinking":
                 add(f"{s} {P.text} {_s(part.text)}{t}")
                 add(f"{s} {P.redacted} {_TRUE if part.redacted else _FALSE}{t}")
-            elif kind == "citation":
+            elif part.part_type == "citation":
                 if part.text is not None:
                     add(f"{s} {P.text} {_s(part.text)}{t}")
                 if part.title is not None:
@@ -720,13 +719,13 @@ class _Writer:
                     add(f"{s} {P.file_id} {_s(part.file_id)}{t}")
                 if part.path is not None:
                     add(f"{s} {P.path} {_s(part.path)}{t}")
-                if kind == "image":
+                if part.part_type == "image":
                     if part.detail is not None:
                         add(f"{s} {P.detail} {_s(part.detail)}{t}")
-                elif kind == "binary":
+                elif part.part_type == "binary":
                     if part.filename is not None:
                         add(f"{s} {P.filename} {_s(part.filename)}{t}")
-                elif kind == "document":
+                elif part.part_type == "document":
                     if part.source is not None:
                         add(f"{s} {P.source} {_j(part.source)}{t}")
                     if part.citations:

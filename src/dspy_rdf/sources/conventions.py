@@ -413,7 +413,7 @@ def _openinference_message(d: Any, path: str) -> dict[str, Any]:
         for i, raw in enumerate(calls):
             call = expect_object(raw, f"{path}.message.tool_calls.{i}")
             call = expect_object(call.get("tool_call", call), f"{path}.message.tool_calls.{i}")
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function = given if isinstance(given := call.get("function"), dict) else {}
             arguments = function.get("arguments", call.get("arguments", "{}"))
             out["tool_calls"].append({
                 "id": call.get("id"),
@@ -449,7 +449,7 @@ def _flattened_messages(a: Attributes, prefix: str) -> list[dict[str, Any]] | No
 def _usage(a: Attributes) -> m.LMUsage | None:
     """Token usage under any vocabulary: ``gen_ai.usage.*``, MLflow's ``mlflow.chat.tokenUsage``, OpenInference's
     ``llm.token_count.*``."""
-    found: dict[str, int] = {}
+    found: dict[str, int | None] = {}
     for key, name in (
         ("gen_ai.usage.input_tokens", "input_tokens"),
         ("gen_ai.usage.output_tokens", "output_tokens"),
@@ -481,8 +481,8 @@ def _model(a: Attributes) -> str | None:
         return a.text("model")
     if model is not None:
         return model
-    if a.has("llm.model_name"):
-        name = a.text("llm.model_name")
+    name = a.text("llm.model_name") if a.has("llm.model_name") else None
+    if name is not None:
         provider = a.values.get("llm.provider")
         # OpenInference splits a LiteLLM model id ("openai/gpt-4o-mini") into provider and name: join them again
         return f"{provider}/{name}" if isinstance(provider, str) and provider and "/" not in name else name
@@ -570,7 +570,7 @@ def _dspy_payload(a: Attributes) -> tuple[dict[str, Any], Any] | None:
         if not isinstance(inputs, dict) or not ({"messages", "prompt"} & inputs.keys()):
             a.read.discard("input.value")
             return None
-        kwargs = inputs.get("kwargs") if isinstance(inputs.get("kwargs"), dict) else {}
+        kwargs = given if isinstance(given := inputs.get("kwargs"), dict) else {}
         if a.has("llm.invocation_parameters"):
             params = a.structured("llm.invocation_parameters")
             if isinstance(params, dict):
@@ -583,7 +583,8 @@ def _dspy_payload(a: Attributes) -> tuple[dict[str, Any], Any] | None:
 def _openai_exchange(a: Attributes, model: str) -> tuple[m.LMRequest, m.LMResponse] | None:
     """MLflow's inputs and outputs of an LM span of another library (OpenAI's chat request and response)."""
     inputs, outputs = a.values.get("mlflow.spanInputs"), a.values.get("mlflow.spanOutputs")
-    if detect_openai(inputs) != "openai_request" and not (isinstance(inputs, dict) and isinstance(inputs.get("messages"), list)):
+    # detect_openai finds a request in a dict only
+    if not isinstance(inputs, dict) or (detect_openai(inputs) != "openai_request" and not isinstance(inputs.get("messages"), list)):
         return None
     a.get("mlflow.spanInputs")
     request = request_from_openai({"model": model, **inputs}, a.where("mlflow.spanInputs"))

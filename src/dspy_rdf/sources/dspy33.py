@@ -10,8 +10,6 @@ object, so a round trip gives back equal JSON. Neither needs DSPy installed; :fu
 
 from __future__ import annotations
 
-import re
-from datetime import datetime
 from typing import Any
 
 from dspy_rdf.canonical import model as m
@@ -29,6 +27,7 @@ from dspy_rdf.canonical.fields import (
     get_str,
     kind_of,
 )
+from dspy_rdf.canonical.schema_tables import CLASS_SLOTS
 from dspy_rdf.sources.base import ReadOptions, Source
 
 __all__ = ["ENTRY_DERIVED", "ENTRY_FIELDS", "SOURCE", "detect_kind", "dspy33_types", "is_typed_entry", "trace_from_dspy", "trace_from_json", "trace_to_dspy", "trace_to_json"]
@@ -39,27 +38,31 @@ _SOURCE_KEYS = ("media_type", "data", "url", "file_id", "path")
 # --- reading -----------------------------------------------------------------------------------------
 
 
+_DSPY_NAMES = {"part_type": "type", "tool_type": "type"}
+"""Slots that DSPy 3.3 names otherwise (the schema avoids bare ``type`` and ``id``)."""
+_NOT_DSPY = frozenset({"position", "answers", "extra_fields"})
+"""Slots dspy-rdf adds to DSPy's classes: a list item's place, the derived link from a tool result to its call, and
+the keys of an entry that DSPy keeps beside its fields."""
+
+
+def _dspy_keys(cls: str, **renamed: str) -> frozenset[str]:
+    """The keys of DSPy 3.3's JSON for a class of the schema: its slots under DSPy's names."""
+    names = {**_DSPY_NAMES, **renamed}
+    return frozenset(names.get(slot, slot) for slot in CLASS_SLOTS[cls] if slot not in _NOT_DSPY)
+
+
 _PART_KEYS: dict[str, frozenset[str]] = {
-    "text": frozenset({"type", "metadata", "text"}),
-    "image": frozenset({"type", "metadata", *_SOURCE_KEYS, "detail"}),
-    "audio": frozenset({"type", "metadata", *_SOURCE_KEYS}),
-    "video": frozenset({"type", "metadata", *_SOURCE_KEYS}),
-    "document": frozenset({"type", "metadata", *_SOURCE_KEYS, "source", "citations", "title", "context"}),
-    "binary": frozenset({"type", "metadata", *_SOURCE_KEYS, "filename"}),
-    "tool_call": frozenset({"type", "metadata", "id", "name", "args", "provider_data"}),
-    "tool_result": frozenset({"type", "metadata", "call_id", "name", "content", "is_error", "provider_data"}),
-    "thinking": frozenset({"type", "metadata", "text", "redacted"}),
-    "citation": frozenset({"type", "metadata", "text", "title", "url"}),
-    "refusal": frozenset({"type", "metadata", "text"}),
+    kind: _dspy_keys(cls.__name__, call_id="id") if kind == "tool_call" else _dspy_keys(cls.__name__)
+    for kind, cls in m.PART_CLASSES.items()
 }
+"""The keys of each kind of part (a tool call's ``call_id`` is DSPy's ``id``; a tool result's keeps its name)."""
 
 
 def part_from_json(value: Any, path: str) -> m.LMPart:
     """Turn one DSPy part dict into a model part; unknown kinds are rejected by name."""
     d = expect_object(value, path)
     kind = d.get("type")
-    keys = _PART_KEYS.get(kind) if isinstance(kind, str) else None
-    if keys is None:
+    if not isinstance(kind, str) or (keys := _PART_KEYS.get(kind)) is None:
         raise fail(f"{path}.type", f"unknown part type {kind!r}; expected one of {', '.join(m.PART_TYPES)}")
     check_keys(d, keys, path, f"a {kind} part")
     metadata = get_json_object(d, "metadata", path)
@@ -123,18 +126,13 @@ def _parts(d: dict[str, Any], path: str, *, required: bool = False) -> list[m.LM
     return [part_from_json(p, f"{path}.parts[{i}]") for i, p in enumerate(get_list(d, "parts", path, required=required))]
 
 
-_MESSAGE_KEYS = frozenset({"role", "parts", "name", "metadata"})
-_TOOL_KEYS = frozenset({"type", "name", "description", "parameters", "strict", "metadata", "provider_data"})
-_CONFIG_KEYS = frozenset(
-    {"temperature", "max_tokens", "top_p", "stop", "n", "logprobs", "response_format", "reasoning", "tool_choice"}
-    | {"cache", "prompt_cache", "extensions"}
-)
-_REQUEST_KEYS = frozenset({"model", "messages", "tools", "config", "metadata"})
-_OUTPUT_KEYS = frozenset({"parts", "finish_reason", "truncated", "logprobs", "provider_data", "metadata"})
-_RESPONSE_KEYS = frozenset(
-    {"model", "outputs", "usage", "cost", "cache_hit", "response_id", "provider_data", "metadata"}
-)
-ENTRY_FIELDS = frozenset({"request", "response", "timestamp", "uuid", "model_type"})
+_MESSAGE_KEYS = _dspy_keys("LMMessage")
+_TOOL_KEYS = _dspy_keys("LMToolSpec")
+_CONFIG_KEYS = _dspy_keys("LMConfig")
+_REQUEST_KEYS = _dspy_keys("LMRequest")
+_OUTPUT_KEYS = _dspy_keys("LMOutput")
+_RESPONSE_KEYS = _dspy_keys("LMResponse")
+ENTRY_FIELDS = _dspy_keys("LMHistoryEntry")
 # LMHistoryEntry drops these derived keys on input (see its drop_derived_fields validator).
 ENTRY_DERIVED = frozenset({"outputs", "usage", "cost", "model", "prompt", "messages", "kwargs", "response_model"})
 
@@ -213,8 +211,11 @@ def _config(value: Any, path: str) -> m.LMConfig:
     if (t := _sub(d, "tool_choice", path, frozenset({"mode", "allowed", "parallel"}))) is not None:
         p = f"{path}.tool_choice"
         mode = get_str(t, "mode", p, default="auto")
-        if mode not in ("auto", "required", "none"):
-            raise fail(f"{p}.mode", f"expected auto, required or none, got {mode!r}")
+        match mode:  # a match, unlike `in`, narrows the string to the mode literals
+            case "auto" | "required" | "none":
+                pass
+            case _:
+                raise fail(f"{p}.mode", f"expected auto, required or none, got {mode!r}")
         allowed = t.get("allowed")
         if allowed is not None and not (isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)):
             raise fail(f"{p}.allowed", "expected a list of tool names")
@@ -249,7 +250,20 @@ def usage_from_json(value: Any, path: str) -> m.LMUsage | None:
     if value is None:
         return None
     d = expect_object(value, path)
-    usage = m.LMUsage(**{key: get_int(d, key, path) for key in m.USAGE_TOKEN_FIELDS}, details=get_json_object(d, "details", path))
+    # Each count by name, in the order of m.USAGE_TOKEN_FIELDS: mypy checks a `**` dict against every parameter.
+    usage = m.LMUsage(
+        input_tokens=get_int(d, "input_tokens", path),
+        output_tokens=get_int(d, "output_tokens", path),
+        total_tokens=get_int(d, "total_tokens", path),
+        prompt_tokens=get_int(d, "prompt_tokens", path),
+        completion_tokens=get_int(d, "completion_tokens", path),
+        reasoning_tokens=get_int(d, "reasoning_tokens", path),
+        cache_read_tokens=get_int(d, "cache_read_tokens", path),
+        cache_write_tokens=get_int(d, "cache_write_tokens", path),
+        input_audio_tokens=get_int(d, "input_audio_tokens", path),
+        output_audio_tokens=get_int(d, "output_audio_tokens", path),
+        details=get_json_object(d, "details", path),
+    )
     extras = {k: v for k, v in d.items() if k not in m.USAGE_TOKEN_FIELDS and k != "details"}
     if "metadata" in extras:
         usage.metadata = extras.pop("metadata")
@@ -367,13 +381,13 @@ def trace_from_json(value: Any, *, source_index: int | None = None) -> m.Trace:
 
 def part_to_json(part: m.LMPart) -> dict[str, Any]:
     """Write a model part as DSPy 3.3 dumps it."""
-    kind = part.part_type
-    out: dict[str, Any] = {"type": kind, "metadata": part.metadata}
-    if kind == "text" or kind == "refusal":
+    # The tag is compared on the part itself, not through a local copy, so that mypy narrows the part's class.
+    out: dict[str, Any] = {"type": part.part_type, "metadata": part.metadata}
+    if part.part_type == "text" or part.part_type == "refusal":
         out["text"] = part.text
-    elif kind == "tool_call":
+    elif part.part_type == "tool_call":
         out.update(id=part.call_id, name=part.name, args=part.args, provider_data=part.provider_data)
-    elif kind == "tool_result":
+    elif part.part_type == "tool_result":
         out.update(
             call_id=part.call_id,
             name=part.name,
@@ -381,17 +395,17 @@ def part_to_json(part: m.LMPart) -> dict[str, Any]:
             is_error=part.is_error,
             provider_data=part.provider_data,
         )
-    elif kind == "thinking":
+    elif part.part_type == "thinking":
         out.update(text=part.text, redacted=part.redacted)
-    elif kind == "citation":
+    elif part.part_type == "citation":
         out.update(text=part.text, title=part.title, url=part.url)
     else:
         out.update(media_type=part.media_type, data=part.data, url=part.url, file_id=part.file_id, path=part.path)
-        if kind == "image":
+        if part.part_type == "image":
             out["detail"] = part.detail
-        elif kind == "binary":
+        elif part.part_type == "binary":
             out["filename"] = part.filename
-        elif kind == "document":
+        elif part.part_type == "document":
             out.update(source=part.source, citations=part.citations, title=part.title, context=part.context)
     return out
 
@@ -489,12 +503,16 @@ def trace_to_json(trace: m.Trace) -> Any:
     if kind == "lm_history":
         return [entry_to_json(e) for e in trace.entries]
     if kind == "lm_request":
+        if trace.request is None:
+            raise ValueError("an lm_request trace without its request has no DSPy 3.3 JSON form")
         return request_to_json(trace.request)
     if kind == "lm_message":
         return message_to_json(trace.messages[0])
     if kind == "lm_part":
         return part_to_json(trace.parts[0])
     if kind == "lm_response":
+        if trace.response is None:
+            raise ValueError("an lm_response trace without its response has no DSPy 3.3 JSON form")
         return response_to_json(trace.response)
     raise ValueError(f"a {kind} trace has no DSPy 3.3 JSON form; use dspy_rdf.sources.tracejson.trace_to_json")
 

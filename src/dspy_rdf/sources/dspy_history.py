@@ -130,7 +130,7 @@ def _calls_and_results(value: Any, event: int, path: str) -> tuple[list[m.LMTool
         call_id = r.get("call_id")
         if call_id is not None and not isinstance(call_id, str):
             raise fail(f"{rp}.call_id", f"expected a string, got {kind_of(call_id)}")
-        content = [_text(r.get("value"), {"event": event, "field": "value"})] if "value" in r else []
+        content: list[m.LMPart] = [_text(r.get("value"), {"event": event, "field": "value"})] if "value" in r else []
         parts.append(m.LMToolResultPart(call_id=call_id, name=name, content=content, is_error=is_error, metadata={KEY: {"event": event}}))
     return calls, parts
 
@@ -139,11 +139,12 @@ def _event_messages(event: dict[str, Any], index: int, outputs: set[str], path: 
     inputs = [(k, v) for k, v in event.items() if k not in (_THOUGHT, _CALLS) and k not in outputs]
     finals = [(k, v) for k, v in event.items() if k not in (_THOUGHT, _CALLS) and k in outputs]
     messages = []
+    parts: list[m.LMPart]
     if inputs:
         parts = [_text(v, {"event": index, "field": k}) for k, v in inputs]
         messages.append(m.LMMessage(role="user", parts=parts, metadata={KEY: {"event": index, "fields": "inputs"}}))
     if _THOUGHT in event or _CALLS in event:
-        parts: list[m.LMPart] = []
+        parts = []
         if _THOUGHT in event:
             parts.append(_text(event[_THOUGHT], {"event": index, "field": _THOUGHT}))
         results = None
@@ -185,7 +186,7 @@ def messages_from_history(value: Any) -> list[m.LMMessage]:
         messages += _event_messages(expect_object(event, f"messages[{i}]"), i, outputs, f"messages[{i}]")
     if prediction:
         fields = [(k, v) for k, v in d.items() if k not in _PREDICTION_KEYS]
-        parts = [_text(v, {"field": k}) for k, v in fields]
+        parts: list[m.LMPart] = [_text(v, {"field": k}) for k, v in fields]
         meta = {"prediction": True, "termination_reason": d["termination_reason"], "events": len(events)}
         messages.append(m.LMMessage(role="assistant", parts=parts, metadata={KEY: meta}))
     return messages
@@ -232,6 +233,7 @@ def history_to_json(messages: list[m.LMMessage]) -> Any:
         else:  # results
             results = event[_CALLS][_RESULTS][_RESULTS]
             for part in message.parts:
+                assert isinstance(part, m.LMToolResultPart)  # a results message holds tool results only
                 result: dict[str, Any] = {"call_id": part.call_id, "name": part.name}
                 if part.content:
                     result["value"] = _value(part.content[0])

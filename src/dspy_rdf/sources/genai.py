@@ -51,7 +51,13 @@ EXTRA_KEY = "gen_ai"
 """``metadata`` key holding the additional properties of another producer's message or part that the model has no
 field for."""
 
-_MEDIA = {"image": m.LMImagePart, "audio": m.LMAudioPart, "video": m.LMVideoPart, "document": m.LMDocumentPart, "binary": m.LMBinaryPart}
+_MEDIA: dict[str, type[m.LMImagePart | m.LMAudioPart | m.LMVideoPart | m.LMDocumentPart | m.LMBinaryPart]] = {
+    "image": m.LMImagePart,
+    "audio": m.LMAudioPart,
+    "video": m.LMVideoPart,
+    "document": m.LMDocumentPart,
+    "binary": m.LMBinaryPart,
+}
 # Fields of a media part that are written as additional properties (the source fields are the part's type).
 _MEDIA_EXTRAS = {
     "image": ("detail", "metadata"),

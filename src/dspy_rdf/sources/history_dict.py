@@ -315,16 +315,16 @@ class _HistoryDict(Source):
         return "lm_history_entry" if isinstance(value, dict) else None
 
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
-        fill = {"model": options.model, "timestamp": options.timestamp}
+        model, timestamp = options.model, options.timestamp
         if kind == "lm_history":
             if not isinstance(value, list):
                 raise fail("", f"expected a list of history entries, got {kind_of(value)}")
             entries = [
-                entry_from_json(e, f"[{i}]") if is_typed_entry(e) else entry_from_history_dict(e, f"[{i}]", **fill)
+                entry_from_json(e, f"[{i}]") if is_typed_entry(e) else entry_from_history_dict(e, f"[{i}]", model=model, timestamp=timestamp)
                 for i, e in enumerate(value)
             ]
         else:
-            entries = [entry_from_history_dict(value, **fill)]
+            entries = [entry_from_history_dict(value, model=model, timestamp=timestamp)]
         return m.Trace(source_kind=kind, source_format=self.format, entries=entries)
 
 

@@ -78,7 +78,7 @@ lm15 (a forced format, a live object), :func:`lm15_kind` answers by shape alone.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
@@ -125,6 +125,7 @@ _PROTOCOL_PARTS = frozenset({"tool_call", "tool_result", "thinking", "refusal", 
 _TOOL_RESULT_FORBIDDEN = frozenset({"tool_call", "tool_result", "thinking", "refusal"})
 _JUDGMENT_METHODS = ("provider_classification", "candidate_sequence_likelihood")
 _FINISH_REASONS = ("stop", "length", "tool_call", "content_filter", "error")
+_TOOL_CHOICE_MODES: tuple[Literal["auto", "required", "none"], ...] = ("auto", "required", "none")
 _REASONING_EFFORTS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _REASONING_SUMMARIES = ("auto", "concise", "detailed")
 _PROBABILITY_POLICIES = ("off", "if_available", "required")
@@ -165,6 +166,10 @@ _RESPONSE_KEYS = frozenset(
 # --- small checks --------------------------------------------------------------------------------------
 
 
+@overload
+def _text(d: dict[str, Any], key: str, path: str, *, required: Literal[True]) -> str: ...
+@overload
+def _text(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> str | None: ...
 def _text(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
     """A string that lm15 requires to be non-empty when present."""
     value = get_str(d, key, path, required=required)
@@ -173,9 +178,12 @@ def _text(d: dict[str, Any], key: str, path: str, *, required: bool = False) -> 
     return value
 
 
+_Choice = TypeVar("_Choice", bound=str)
+
+
 def _choice(
-    d: dict[str, Any], key: str, path: str, allowed: tuple[str, ...], *, default: str | None = None
-) -> str | None:
+    d: dict[str, Any], key: str, path: str, allowed: tuple[_Choice, ...], *, default: _Choice | None = None
+) -> _Choice | None:
     value = get_str(d, key, path, default=default)
     if value is not None and value not in allowed:
         raise fail(f"{path}.{key}", f"expected one of {', '.join(allowed)}, got {value!r}")
@@ -229,8 +237,7 @@ def part_from_lm15(value: Any, path: str = "part") -> m.LMPart:
     """Turn one lm15 part dict (``part_to_dict``) into a model part; unknown kinds are rejected by name."""
     d = expect_object(value, path)
     kind = d.get("type")
-    keys = _PART_KEYS.get(kind) if isinstance(kind, str) else None
-    if keys is None:
+    if not isinstance(kind, str) or (keys := _PART_KEYS.get(kind)) is None:
         raise fail(f"{path}.type", f"unknown lm15 part type {kind!r}; expected one of {', '.join(LM15_PART_TYPES)}")
     check_keys(d, keys, path, f"an lm15 {kind} part")
     continuation = _continuation(d, path)
@@ -479,8 +486,11 @@ def _config(value: Any, path: str) -> m.LMConfig:
     if (t := _sub(d, "tool_choice", path, frozenset({"mode", "allowed", "parallel"}))) is not None:
         p = f"{path}.tool_choice"
         allowed = _strings(t["allowed"], f"{p}.allowed") if t.get("allowed") is not None else []
+        tool_mode = _choice(t, "mode", p, _TOOL_CHOICE_MODES, default="auto")
+        if tool_mode is None:  # a null mode: the default stands only for an absent one
+            raise fail(f"{p}.mode", "expected one of auto, required, none, got None")
         config.tool_choice = m.LMToolChoice(
-            mode=_choice(t, "mode", p, ("auto", "required", "none"), default="auto"),
+            mode=tool_mode,
             allowed=allowed or None,
             parallel=get_bool(t, "parallel", p),
         )
@@ -554,8 +564,19 @@ def _usage(value: Any, path: str) -> m.LMUsage | None:
         return None  # lm15's Usage() means "nothing reported"
     if counts["total_tokens"] is None and counts["input_tokens"] is not None and counts["output_tokens"] is not None:
         counts["total_tokens"] = counts["input_tokens"] + counts["output_tokens"]  # as lm15's Usage computes it
-    # DSPy 3.3's LMUsage keeps prompt/completion as aliases of input/output.
-    return m.LMUsage(**counts, prompt_tokens=counts["input_tokens"], completion_tokens=counts["output_tokens"])
+    return m.LMUsage(
+        input_tokens=counts["input_tokens"],
+        output_tokens=counts["output_tokens"],
+        total_tokens=counts["total_tokens"],
+        cache_read_tokens=counts["cache_read_tokens"],
+        cache_write_tokens=counts["cache_write_tokens"],
+        reasoning_tokens=counts["reasoning_tokens"],
+        input_audio_tokens=counts["input_audio_tokens"],
+        output_audio_tokens=counts["output_audio_tokens"],
+        # DSPy 3.3's LMUsage keeps prompt/completion as aliases of input/output.
+        prompt_tokens=counts["input_tokens"],
+        completion_tokens=counts["output_tokens"],
+    )
 
 
 def _logprobs(value: Any, path: str) -> list[dict[str, Any]] | None:
@@ -678,7 +699,7 @@ def _config_marked(config: Any) -> bool:
     )
 
 
-def detect_lm15(value: Any) -> str | None:
+def detect_lm15(value: Any) -> m.SourceKind | None:
     """Say which lm15 object a parsed JSON value is (``lm_request``, ``lm_response``, ``lm_message`` or
     ``lm_part``) when it carries a mark only lm15 writes, else None; never raises."""
     if not isinstance(value, dict):
@@ -703,7 +724,7 @@ def detect_lm15(value: Any) -> str | None:
     return None
 
 
-def lm15_kind(value: Any) -> str | None:
+def lm15_kind(value: Any) -> m.SourceKind | None:
     """Say which lm15 object a JSON value has the shape of, marks or not, for a value already known to be lm15
     JSON (a forced ``lm15`` format, or what :func:`lm15_to_json` returned); never raises. Unlike
     :func:`detect_lm15` it also answers for JSON that DSPy 3.3 could have written the same way."""
@@ -724,7 +745,7 @@ def lm15_kind(value: Any) -> str | None:
 # --- live lm15 objects --------------------------------------------------------------------------------------------
 
 
-def lm15_to_json(obj: Any) -> tuple[str, Any]:
+def lm15_to_json(obj: Any) -> tuple[m.SourceKind, Any]:
     """Return ``(kind, json)`` for a live lm15 ``Request``, ``Response``, ``Message`` or part, written by lm15's
     own serde (a response with its ``provider_data``, so nothing is left out). Needs DSPy >= 3.4."""
     try:

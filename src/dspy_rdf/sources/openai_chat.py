@@ -56,7 +56,7 @@ from __future__ import annotations
 import ast
 import json
 import mimetypes
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from dspy_rdf.canonical import model as m
@@ -225,7 +225,7 @@ def _content_block(item: Any, path: str) -> m.LMPart:
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise fail(f"{path}.metadata", f"expected a JSON object, got {kind_of(metadata)}")
-        part = m.LMTextPart(text=_text_value(item.get("text", ""), f"{path}.text"), metadata=dict(metadata))
+        part: m.LMPart = m.LMTextPart(text=_text_value(item.get("text", ""), f"{path}.text"), metadata=dict(metadata))
         return _with_block(part, item, bool(item.keys() - {"type", "text", "metadata"}))
     if kind == "image_url":
         image = item.get("image_url", {})
@@ -276,7 +276,9 @@ def _audio_part(audio: Any, path: str) -> tuple[m.LMAudioPart, set[str]]:
             # the data URI's media type wins, so a declared format is not used
             media_type, value = _split_data_uri(value)
             return m.LMAudioPart(data=_source_str(value, f"{path}.data"), media_type=media_type), {"data"}
-        return m.LMAudioPart(media_type=media_type, **{key: value}), {key, "format"}
+        part = m.LMAudioPart(media_type=media_type)
+        setattr(part, key, value)  # the one source given, by its name
+        return part, {key, "format"}
     raise fail(path, "an input_audio block needs data, url, file_id or path")
 
 
@@ -303,7 +305,7 @@ def _binary_part(file: Any, path: str) -> tuple[m.LMBinaryPart, set[str]]:
 
 
 def _document_part(item: dict[str, Any], path: str) -> tuple[m.LMDocumentPart, set[str]]:
-    common = {"title": get_str(item, "title", path), "context": get_str(item, "context", path)}
+    title, context = get_str(item, "title", path), get_str(item, "context", path)
     used = {"type", "title", "context"}
     media_type = item.get("media_type") or "application/pdf"
     if not isinstance(media_type, str):
@@ -311,7 +313,9 @@ def _document_part(item: dict[str, Any], path: str) -> tuple[m.LMDocumentPart, s
     for key in ("data", "url", "file_id", "path"):
         if item.get(key) is not None:
             value = _source_str(item[key], f"{path}.{key}")
-            return m.LMDocumentPart(media_type=media_type, **{key: value}, **common), used | {key, "media_type"}
+            part = m.LMDocumentPart(media_type=media_type, title=title, context=context)
+            setattr(part, key, value)  # the one source given, by its name
+            return part, used | {key, "media_type"}
     source = item.get("source")
     if isinstance(source, dict):
         if not source:
@@ -319,20 +323,20 @@ def _document_part(item: dict[str, Any], path: str) -> tuple[m.LMDocumentPart, s
         citations = item.get("citations") or {}
         if not isinstance(citations, dict):
             raise fail(f"{path}.citations", f"expected a JSON object, got {kind_of(citations)}")
-        return m.LMDocumentPart(source=source, citations=citations, **common), used | {"source", "citations"}
+        return m.LMDocumentPart(source=source, citations=citations, title=title, context=context), used | {"source", "citations"}
     if isinstance(source, str):
         source = _source_str(source, f"{path}.source")
         if source.startswith("data:"):
             media, data = _split_data_uri(source)
-            kwargs = {"data": _source_str(data, f"{path}.source"), "media_type": media}
+            part = m.LMDocumentPart(data=_source_str(data, f"{path}.source"), media_type=media, title=title, context=context)
         elif urlparse(source).scheme in {"http", "https"}:
-            kwargs = {"url": source, "media_type": _guess_media_type(source, media_type)}
+            part = m.LMDocumentPart(url=source, media_type=_guess_media_type(source, media_type), title=title, context=context)
         else:
-            kwargs = {"file_id": source, "media_type": media_type}
+            part = m.LMDocumentPart(file_id=source, media_type=media_type, title=title, context=context)
         used.add("source")
-        if item.get("media_type") in (None, kwargs["media_type"]):
+        if item.get("media_type") in (None, part.media_type):
             used.add("media_type")  # a declared media type that the data URI or URL overrode is lost
-        return m.LMDocumentPart(**kwargs, **common), used
+        return part, used
     if source is not None:
         raise fail(f"{path}.source", f"expected a string or a JSON object, got {kind_of(source)}")
     raise fail(path, "a document block needs a source (or data, url, file_id or path)")
@@ -352,7 +356,9 @@ def _video_part(video: Any, path: str) -> tuple[m.LMVideoPart, set[str]]:
             media, value = _split_data_uri(value)
             used = {"data", "media_type"} if video.get("media_type") in (None, media) else {"data"}
             return m.LMVideoPart(data=_source_str(value, f"{path}.data"), media_type=media), used
-        return m.LMVideoPart(media_type=media_type, **{key: value}), {key, "media_type"}
+        part = m.LMVideoPart(media_type=media_type)
+        setattr(part, key, value)  # the one source given, by its name
+        return part, {key, "media_type"}
     raise fail(path, "a video block needs data, url, file_id or path")
 
 
@@ -550,6 +556,9 @@ def _reasoning(value: Any, effort: Any, path: str) -> m.LMReasoningConfig:
     return m.LMReasoningConfig(effort=get_str(data, "effort", path), max_tokens=get_int(data, "max_tokens", path), summary=get_str(data, "summary", path))
 
 
+_TOOL_CHOICE_MODES: tuple[Literal["auto", "required", "none"], ...] = ("auto", "required", "none")
+
+
 def _tool_choice(value: Any, parallel: Any, path: str) -> m.LMToolChoice:
     if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("function"), dict):
         # OpenAI's "call exactly this function"; DSPy: mode required with that one tool allowed
@@ -562,7 +571,7 @@ def _tool_choice(value: Any, parallel: Any, path: str) -> m.LMToolChoice:
         data["parallel"] = parallel
     _group(data, frozenset({"mode", "allowed", "parallel"}), path, "tool choice")
     mode = get_str(data, "mode", path, default="auto")
-    if mode not in ("auto", "required", "none"):
+    if mode is None or mode not in _TOOL_CHOICE_MODES:
         raise fail(f"{path}.mode", f"expected auto, required or none, got {mode!r}")
     allowed = data.get("allowed")
     if allowed is not None and not (isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)):
@@ -684,8 +693,10 @@ def _parse_repr(text: str, path: str) -> dict[str, Any]:
             return {k.arg: convert(k.value) for k in node.keywords}
         if isinstance(node, ast.List):
             return [convert(e) for e in node.elts]
-        if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
-            return {convert(k): convert(v) for k, v in zip(node.keys, node.values, strict=True)}
+        if isinstance(node, ast.Dict):
+            keys = [k for k in node.keys if k is not None]  # a None key is a ** unpacking, which is refused below
+            if len(keys) == len(node.keys):
+                return {convert(k): convert(v) for k, v in zip(keys, node.values, strict=True)}
         if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (str, int, float, bool))):
             return node.value
         raise ValueError(f"unsupported syntax {type(node).__name__}")
@@ -958,7 +969,7 @@ def exchange_from_openai(value: Any, path: str = "") -> tuple[m.LMRequest, m.LMR
     return request, response_from_openai(d["response"], f"{prefix}response", request_model=request.model)
 
 
-_KINDS = {"openai_request": "lm_request", "openai_response": "lm_response", "openai_exchange": "request_response"}
+_KINDS: dict[str, m.SourceKind] = {"openai_request": "lm_request", "openai_response": "lm_response", "openai_exchange": "request_response"}
 
 
 class _OpenAIChat(Source):

@@ -44,13 +44,14 @@ _STATUS = {
     2: SpanStatus.ERROR,
 }
 _EXPORTER_RESOURCE = frozenset({"service.name", "telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"})
+_UPPER = re.compile(r"([A-Z])")
 
 
 def _get(d: dict[str, Any], camel: str) -> Any:
     """A field by its OTLP/JSON (lowerCamelCase) name or its protobuf (snake_case) name."""
     if camel in d:
         return d[camel]
-    return d.get(re.sub(r"([A-Z])", lambda x: "_" + x.group(1).lower(), camel))
+    return d.get(_UPPER.sub(lambda x: "_" + x.group(1).lower(), camel))
 
 
 def is_otlp(value: Any) -> bool:
@@ -289,7 +290,9 @@ class _OTLP(Source):
             raise TraceInputError(f"this value holds {len(reads)} OpenTelemetry traces, not one")
         if reads[0].error is not None:
             raise reads[0].error
-        return reads[0].trace
+        trace = reads[0].trace
+        assert trace is not None  # a Read without an error holds its trace
+        return trace
 
     def assembly(self, options: ReadOptions) -> Assembly:
         return _Traces()

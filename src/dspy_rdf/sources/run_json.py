@@ -9,7 +9,7 @@ JSON, and references as indices into ``calls`` (``parent_call``, ``decided_by``)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
@@ -33,12 +33,12 @@ _RESULT_KEYS = frozenset({"example", "prediction", "score", "program_call", "err
 _RUN_KEYS = frozenset(
     {"dspy_rdf_kind", "source_format", "source_trace_id", "dspy_version", "started_at", "ended_at", "calls", "redactions", "losses"}
 )
-_PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
+_PAIRINGS: tuple[Literal["call_id", "name_and_args", "preceding_lm_call"], ...] = ("call_id", "name_and_args", "preceding_lm_call")
 
 
 def run_to_json(trace: m.Trace) -> dict[str, Any]:
     """Write a program-run trace as its JSON envelope."""
-    out = {
+    out: dict[str, Any] = {
         "dspy_rdf_kind": "program_run",
         "source_format": trace.source_format,
         **({"source_trace_id": trace.source_trace_id} if trace.source_trace_id is not None else {}),
@@ -124,7 +124,7 @@ def run_from_json(value: Any, path: str = "") -> m.Trace:
     d = expect_object(value, path or "run")
     check_keys(d, _RUN_KEYS, path or "run", "a program run")
     source_format = get_str(d, "source_format", "run", default="dspy_callback")
-    if source_format not in m.SOURCE_FORMATS:
+    if source_format is None or source_format not in m.SOURCE_FORMATS:
         raise TraceInputError(f"unknown source format {source_format!r}", field="source_format")
     raw_calls = get_list(d, "calls", "run")
     calls = [call_from_json(c, f"calls[{i}]", len(raw_calls)) for i, c in enumerate(raw_calls)]
@@ -200,7 +200,7 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
             usage=None if d.get("usage") is None else dspy33.usage_from_json(d["usage"], f"{path}.usage"),
             input_summary=d.get("input_summary"),
             output_summary=d.get("output_summary"),
-            tool_calls=[dspy33.part_from_json(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(get_list(d, "tool_calls", path))],
+            tool_calls=[_tool_call_part(p, f"{path}.tool_calls[{i}]") for i, p in enumerate(get_list(d, "tool_calls", path))],
             returned_tool_calls=[
                 _part_ref(r, f"{path}.returned_tool_calls[{i}]", count) for i, r in enumerate(get_list(d, "returned_tool_calls", path))
             ],
@@ -217,7 +217,9 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
                 program_call=_index(r, "program_call", rp, count), error=get_str(r, "error", rp),
             ))
         return m.EvaluateCall(
-            **{name: get_str(d, name, path) for name in _EVALUATE_FIELDS},
+            metric=get_str(d, "metric", path),
+            program_class=get_str(d, "program_class", path),
+            program_fingerprint=get_str(d, "program_fingerprint", path),
             devset_size=get_int(d, "devset_size", path),
             score=get_float(d, "score", path),
             example_results=results,
@@ -227,7 +229,9 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
         return m.CompileCall(
             optimizer_class=get_str(d, "optimizer_class", path, required=True),
             input_summary=d.get("input_summary"),
-            **{name: get_str(d, name, path) for name in _COMPILE_FIELDS},
+            program_class=get_str(d, "program_class", path),
+            student_fingerprint=get_str(d, "student_fingerprint", path),
+            program_fingerprint=get_str(d, "program_fingerprint", path),
             **common,
         )
     if kind == "lm":
@@ -237,18 +241,16 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
         )
     tc = expect_object(d.get("tool_call"), f"{path}.tool_call")
     check_keys(tc, frozenset({"name", "call_id", "args"}), f"{path}.tool_call", "a tool call")
-    execution = m.ToolExecution(
-        tool_call=m.ToolCall(
-            name=get_str(tc, "name", f"{path}.tool_call", required=True),
-            call_id=get_str(tc, "call_id", f"{path}.tool_call"),
-            args=get_json_object(tc, "args", f"{path}.tool_call"),
-        ),
-        decided_by=_index(d, "decided_by", path, count),
-        pairing=get_str(d, "pairing", path),
-        **common,
+    tool_call = m.ToolCall(
+        name=get_str(tc, "name", f"{path}.tool_call", required=True),
+        call_id=get_str(tc, "call_id", f"{path}.tool_call"),
+        args=get_json_object(tc, "args", f"{path}.tool_call"),
     )
-    if execution.pairing not in (None, *_PAIRINGS):
-        raise TraceInputError(f"unknown pairing {execution.pairing!r}; expected one of {', '.join(_PAIRINGS)}", field=f"{path}.pairing")
+    decided_by = _index(d, "decided_by", path, count)
+    pairing = get_str(d, "pairing", path)
+    if pairing is not None and pairing not in _PAIRINGS:
+        raise TraceInputError(f"unknown pairing {pairing!r}; expected one of {', '.join(_PAIRINGS)}", field=f"{path}.pairing")
+    execution = m.ToolExecution(tool_call=tool_call, decided_by=decided_by, pairing=pairing, **common)
     if (r := d.get("tool_result")) is not None:
         rp = f"{path}.tool_result"
         r = expect_object(r, rp)
@@ -273,4 +275,14 @@ def _part_ref(value: Any, path: str, count: int) -> m.PartRef:
     call, part = get_int(a, "call", path), get_int(a, "part", path)
     if call is None or part is None:
         raise TraceInputError("a part reference needs call and part", field=path)
-    return m.PartRef(call=_index(a, "call", path, count), output=get_int(a, "output", path), part=part)
+    if not 0 <= call < count:
+        raise TraceInputError(f"refers to call {call}, but the run has calls 0..{count - 1}", field=f"{path}.call")
+    return m.PartRef(call=call, output=get_int(a, "output", path), part=part)
+
+
+def _tool_call_part(value: Any, path: str) -> m.LMToolCallPart:
+    """A module call's own tool call: a tool_call part, as the schema's ``tool_calls`` range says."""
+    part = dspy33.part_from_json(value, path)
+    if not isinstance(part, m.LMToolCallPart):
+        raise fail(f"{path}.type", f"expected a tool_call part, got a {part.part_type} part")
+    return part

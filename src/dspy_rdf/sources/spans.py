@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
@@ -49,7 +49,8 @@ OWN = "dspy_rdf."
 """Prefix of the attributes dspy-rdf writes for what no convention has a key for."""
 
 _OWN_TRACE_KEYS = ("source_format", "source_kind", "source_trace_id", "dspy_version", "redactions", "losses")
-_PAIRINGS = ("call_id", "name_and_args", "preceding_lm_call")
+_Pairing = Literal["call_id", "name_and_args", "preceding_lm_call"]
+_PAIRINGS: tuple[_Pairing, ...] = ("call_id", "name_and_args", "preceding_lm_call")
 
 
 class SpanStatus(Enum):
@@ -227,7 +228,7 @@ def run_from_spans(
     calls: list[m.Call] = []
     starts: list[int] = []
     ends: list[int | None] = []
-    own_pairing: dict[int, tuple[str, str | None]] = {}
+    own_pairing: dict[int, tuple[m.ToolExecution, _Pairing, str | None]] = {}
     for span_id in calls_order:
         span = by_id[span_id]
         a = attrs[span_id]
@@ -240,7 +241,7 @@ def run_from_spans(
             if pairing is not None:
                 if pairing not in _PAIRINGS:
                     raise fail(a.where(OWN + "pairing"), f"unknown pairing {pairing!r}; expected one of {', '.join(_PAIRINGS)}")
-                own_pairing[len(calls)] = (pairing, call.tool_call.call_id)
+                own_pairing[len(calls)] = (call, pairing, call.tool_call.call_id)
                 if a.get(OWN + "call_id_of_part") is True:
                     call.tool_call.call_id = None  # written only to say which part it answered
         calls.append(call)
@@ -266,13 +267,14 @@ def run_from_spans(
     if not calls:
         raise fail(spans[0].path, f"trace {spans[0].trace_id} holds no call: its {len(spans)} span(s) are a DSPy adapter's")
     roots = [i for i, call in enumerate(calls) if call.parent_call is None]
+    root_ends = [end for i in roots if (end := ends[i]) is not None]
     trace = m.Trace(
         source_kind="program_run",
         source_format=source_format,
         source_trace_id=source_trace_id,
         calls=calls,
         started_at=iso_from_ns(min(starts[i] for i in roots)),
-        ended_at=None if any(ends[i] is None for i in roots) else iso_from_ns(max(ends[i] for i in roots)),
+        ended_at=iso_from_ns(max(root_ends)) if len(root_ends) == len(roots) else None,  # None while a root has not ended
         losses=losses,
     )
     root_attrs = [attrs[s] for s in calls_order if kept[s] == s and index[s] in roots]
@@ -337,11 +339,11 @@ def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[di
             entry = None
         return m.LMCall(model=facts.model, entry=entry, **common)
     if kind is CallKind.TOOL:
-        facts = tool_facts(a, span.name)
-        losses.extend(loss(f"span {span.span_id}", why) for why in facts.losses)
+        tool = tool_facts(a, span.name)
+        losses.extend(loss(f"span {span.span_id}", why) for why in tool.losses)
         failed = error is not None
-        result = m.ToolResult(name=facts.name, result=None if failed else facts.result, is_error=failed, error=error)
-        return m.ToolExecution(tool_call=m.ToolCall(name=facts.name, call_id=facts.call_id, args=facts.args), tool_result=result, **common)
+        result = m.ToolResult(name=tool.name, result=None if failed else tool.result, is_error=failed, error=error)
+        return m.ToolExecution(tool_call=m.ToolCall(name=tool.name, call_id=tool.call_id, args=tool.args), tool_result=result, **common)
     module_class, inputs, outputs, usage = module_facts(a, span.name)
     return m.ModuleCall(
         module_class=module_class, module_class_path=a.text(OWN + "module_class_path"), input_summary=inputs, output_summary=outputs,
@@ -349,11 +351,11 @@ def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[di
     )  # fmt: skip
 
 
-def _pair_own(calls: list[m.Call], own: dict[int, tuple[str, str | None]]) -> None:
-    """Executions dspy-rdf exported say how they were paired and, by call id, which part they answered."""
+def _pair_own(calls: list[m.Call], own: dict[int, tuple[m.ToolExecution, _Pairing, str | None]]) -> None:
+    """Executions dspy-rdf exported (each by its index in ``calls``) say how they were paired and, by call id, which
+    part they answered."""
     claimed: set[m.PartRef] = set()
-    for index, (pairing, call_id) in own.items():
-        execution = calls[index]
+    for index, (execution, pairing, call_id) in own.items():
         if pairing == "preceding_lm_call" or call_id is None:
             continue  # found again from the calls' times, as it was found first
         for i in reversed(range(index)):
@@ -392,17 +394,18 @@ def _own_trace(trace: m.Trace, roots: list[Attributes]) -> m.Trace:
     if kind == "program_run":
         return trace
     entries = [c.entry for c in trace.calls if isinstance(c, m.LMCall) and c.entry is not None]
-    if kind in ("lm_history", "lm_history_entry"):
-        if kind == "lm_history_entry" and len(entries) != 1:
-            raise fail(a.where(OWN + "source_kind"), f"an lm_history_entry trace needs one LM call span, found {len(entries)}")
-        return m.Trace(source_kind=kind, source_format=source_format, entries=entries, redactions=trace.redactions, losses=trace.losses)
-    if kind in ("request_response", "lm_request", "lm_response"):
-        if len(entries) != 1:
-            raise fail(a.where(OWN + "source_kind"), f"a {kind} trace needs one LM call span, found {len(entries)}")
-        out = m.Trace(source_kind=kind, source_format=source_format, redactions=trace.redactions, losses=trace.losses)
-        if kind != "lm_response":
-            out.request = entries[0].request
-        if kind != "lm_request":
-            out.response = entries[0].response
-        return out
+    match kind:  # a match, unlike `in`, narrows kind to the kinds it names
+        case "lm_history" | "lm_history_entry":
+            if kind == "lm_history_entry" and len(entries) != 1:
+                raise fail(a.where(OWN + "source_kind"), f"an lm_history_entry trace needs one LM call span, found {len(entries)}")
+            return m.Trace(source_kind=kind, source_format=source_format, entries=entries, redactions=trace.redactions, losses=trace.losses)
+        case "request_response" | "lm_request" | "lm_response":
+            if len(entries) != 1:
+                raise fail(a.where(OWN + "source_kind"), f"a {kind} trace needs one LM call span, found {len(entries)}")
+            out = m.Trace(source_kind=kind, source_format=source_format, redactions=trace.redactions, losses=trace.losses)
+            if kind != "lm_response":
+                out.request = entries[0].request
+            if kind != "lm_request":
+                out.response = entries[0].response
+            return out
     raise fail(a.where(OWN + "source_kind"), f"dspy-rdf does not write {kind!r} traces as spans")

@@ -50,7 +50,7 @@ _CONTENT = "content"
 # --- detection ---------------------------------------------------------------------------------------------
 
 
-def _envelope(value: Any) -> tuple[str, str] | None:
+def _envelope(value: Any) -> tuple[m.SourceFormat, m.SourceKind] | None:
     """(source_format, source_kind) of a dspy-rdf envelope (``{"dspy_rdf_kind": ...}``), or None."""
     if not isinstance(value, dict) or ENVELOPE_KEY not in value:
         return None
@@ -140,6 +140,7 @@ def traces_from_json(
     for read in [*stream.add(value), *stream.finish()]:
         if read.error is not None:
             raise read.error
+        assert read.trace is not None  # a Read without an error holds its trace
         traces.append(read.trace)
     return traces
 
@@ -166,7 +167,7 @@ def trace_from_json(
     return traces[0]
 
 
-def _kind_within(value: Any, source_format: str) -> tuple[str, str]:
+def _kind_within(value: Any, source_format: m.SourceFormat) -> tuple[m.SourceFormat, m.SourceKind]:
     if source_format not in m.SOURCE_FORMATS:
         raise TraceInputError(f"unknown source format {source_format!r}; expected one of {', '.join(m.SOURCE_FORMATS)}")
     found = _envelope(value)
@@ -180,7 +181,7 @@ def _kind_within(value: Any, source_format: str) -> tuple[str, str]:
     return source_format, kind
 
 
-def _read_envelope(value: dict[str, Any], fmt: str, kind: str) -> m.Trace:
+def _read_envelope(value: dict[str, Any], fmt: m.SourceFormat, kind: m.SourceKind) -> m.Trace:
     """A dspy-rdf envelope: canonical (DSPy 3.3) JSON of content read from another shape, or a kind DSPy has no
     object for (``request_response``, ``program_run``)."""
     if kind == "program_run":
@@ -227,6 +228,8 @@ def trace_to_json(trace: m.Trace) -> Any:
     if trace.losses:
         marks["losses"] = trace.losses
     if kind == "request_response":
+        if trace.request is None or trace.response is None:
+            raise ValueError("a request_response trace needs both its request and its response to be written as JSON")
         return {
             ENVELOPE_KEY: kind,
             "source_format": trace.source_format,

@@ -67,6 +67,9 @@ SparqlJson = dict[str, Any]
 class StoreError(DspyRdfError, OSError):
     """A store could not be opened, read or written; the message says which store and what failed."""
 
+    report: PutReport
+    """Only on an error that stopped :meth:`TraceStore.put`: what it wrote before."""
+
 
 class StoreLockedError(StoreError):
     """The embedded store is open for writing in another process."""
@@ -176,8 +179,11 @@ class TraceStore(ABC):
     """A store of traces, one named graph per trace."""
 
     location: str
-    retypes_numbers: bool = False
-    """Whether the store changes the datatype of integral numbers it keeps (some SPARQL servers do)."""
+
+    @property
+    def retypes_numbers(self) -> bool:
+        """Whether the store changes the datatype of integral numbers it keeps (some SPARQL servers do)."""
+        return False
 
     # --- what each store implements ---------------------------------------------------------------------
 
@@ -361,10 +367,10 @@ class TraceStore(ABC):
             report.triples += triples
             report.failed += refused
         if failure:
-            exc = failure[0]
-            if isinstance(exc, StoreError):
-                exc.report = report  # type: ignore[attr-defined]
-            raise exc
+            error = failure[0]
+            if isinstance(error, StoreError):
+                error.report = report
+            raise error
         return report
 
     # --- listings: paged where a server caps the rows of an answer ------------------------------------------------

@@ -210,7 +210,7 @@ class EmbeddedStore(TraceStore):
         for iri in names:
             graph = ox.NamedNode(iri)
             quads = self._store.quads_for_pattern(None, None, None, graph)
-            handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None))
+            handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None) or b"")
         return len(names)
 
     def optimize(self) -> None:

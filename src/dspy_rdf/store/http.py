@@ -36,7 +36,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, quote, quote_plus, urlsplit, urlunsplit
 
 import httpx
@@ -611,7 +611,8 @@ def _canonical(value: str, datatype: str) -> str:
         return "true" if value == "1" else "false"
     try:
         literal = ox.Literal(value, datatype=ox.NamedNode(datatype))
-        [row] = list(_CANONICAL_STORE.query(f"SELECT ?v WHERE {{ VALUES ?v {{ {literal} }} }}"))
+        solutions = cast(ox.QuerySolutions, _CANONICAL_STORE.query(f"SELECT ?v WHERE {{ VALUES ?v {{ {literal} }} }}"))
+        [row] = list(solutions)
         return row["v"].value
     except (SyntaxError, ValueError):
         return value

@@ -439,7 +439,7 @@ class RemoteStore(TraceStore):
         if missing:  # every trace checked before anything is written
             raise StoreError(f"no trace {missing[0]} in the store at {self.location}")
         for iri in names:
-            handle.write(ox.serialize(self._graph_quads(iri, sizes[iri]), format=fmt, prefixes=v.PREFIXES if trig else None))
+            handle.write(ox.serialize(self._graph_quads(iri, sizes[iri]), format=fmt, prefixes=v.PREFIXES if trig else None) or b"")
         return len(names)
 
     def _graph_quads(self, iri: str, expected: int) -> list[ox.Quad]:

@@ -83,20 +83,30 @@ _VALUE_PARAMS = {
     SH.maxExclusive, SH.pattern, SH.flags, SH.minLength, SH.maxLength,
 }
 _COUNT_PARAMS = {SH.minCount, SH.maxCount}
+_NODE_KIND_TESTS: dict[rdflib.term.Node, str] = {
+    SH.IRI: "isIRI(?value)", SH.Literal: "isLiteral(?value)", SH.BlankNode: "isBlank(?value)",
+    SH.BlankNodeOrIRI: "(isBlank(?value) || isIRI(?value))",
+    SH.BlankNodeOrLiteral: "(isBlank(?value) || isLiteral(?value))",
+    SH.IRIOrLiteral: "(isIRI(?value) || isLiteral(?value))",
+}
 
 
 # --- compiled form ---------------------------------------------------------------------------------------------
+
+_FlagUser = tuple[str, frozenset[str], str, str, str]
+"""A property shape's use of a flag of a value check: ``(shape, targets, component, severity, message)``."""
 
 
 @dataclass(frozen=True)
 class Check:
     """One compiled SPARQL query and how to read its rows.
 
-    ``kind`` is ``"value"`` (rows ``this, value`` and one boolean ``?c0, ?c1, ...`` per entry of ``flags``),
-    ``"count"`` (rows ``this`` and the booleans), ``"closed"`` (rows ``this, t, path, value``: candidate triples
-    of focus nodes of closed shapes, decided per shape by ``closed``) or ``"sparql"`` (a hand-written ``sh:sparql``
-    constraint: rows ``this`` and optionally ``value``, ``path``). ``flags`` are
-    ``(component, path, severity, message)``. ``text`` is the query with a ``#V#`` marker wherever a batch's
+    ``kind`` is ``"value"`` (rows ``this, value`` and one boolean ``?c0, ?c1, ...`` per entry of ``flag_users``,
+    each the ``(shape, targets, component, severity, message)`` that use that flag), ``"count"`` (rows ``this`` and
+    one boolean per entry of ``flags``, each ``(component, path, severity, message)``), ``"closed"`` (rows
+    ``this, t, path, value``: candidate triples of focus nodes of closed shapes, decided per shape by ``closed``) or
+    ``"sparql"`` (a hand-written ``sh:sparql`` constraint: rows ``this`` and optionally ``value``, ``path``).
+    ``text`` is the query with a ``#V#`` marker wherever a batch's
     ``VALUES ?g`` goes; ``store_text`` (sparql checks with a ``dspyrule:storeSelect``) is the query run instead
     over all the graphs, its graph variable ``?graph``.
     """
@@ -105,6 +115,7 @@ class Check:
     shape: str
     text: str
     flags: tuple[tuple[str, str | None, str, str], ...] = ()
+    flag_users: tuple[tuple[_FlagUser, ...], ...] = ()
     path: str | None = None
     severity: str = "Violation"
     message: str = ""
@@ -214,9 +225,9 @@ def _value_check(p: str, entries: list[tuple]) -> Check:
     of ``p`` are scanned once, whatever the number of shapes that constrain them.
 
     Identical constraint expressions are evaluated once; each flag ``?cN`` is restricted to the types of the shapes
-    that use it. ``flags`` holds, per flag, the ``(shape, targets, component, severity, message)`` that use it."""
+    that use it. ``flag_users`` holds, per flag, the ``(shape, targets, component, severity, message)`` that use it."""
     extras: dict[tuple, int] = {}
-    exprs: dict[str, list[tuple]] = {}
+    exprs: dict[str, list[_FlagUser]] = {}
     all_types: set[str] = set()
     for shape, targets, flags, meta, extra in entries:
         all_types |= targets
@@ -238,7 +249,7 @@ def _value_check(p: str, entries: list[tuple]) -> Check:
                 f"GROUP BY {G} ?this HAVING (COUNT(DISTINCT ?dspyrdf_v) > {key[1]}) }}"
             )
     binds = []
-    flag_meta = []
+    flag_meta: list[tuple[_FlagUser, ...]] = []
     for i, (expr, users) in enumerate(exprs.items()):
         types = set().union(*(u[1] for u in users))
         guard = "" if types == all_types else "?t IN (" + ", ".join(f"<{t}>" for t in sorted(types)) + ") && "
@@ -257,7 +268,7 @@ def _value_check(p: str, entries: list[tuple]) -> Check:
         f"SELECT DISTINCT {G} ?this ?t ?value {cs} WHERE {{\n"
         + body + "\n" + "\n".join(binds) + "\nFILTER(" + " || ".join(f"?c{i}" for i in range(len(binds))) + ")\n}"
     )
-    return Check(kind="value", shape="", path=p, text=text, flags=tuple(flag_meta))
+    return Check(kind="value", shape="", path=p, text=text, flag_users=tuple(flag_meta))
 
 
 def _closed_check(closed_shapes: list[tuple[str, frozenset[str], frozenset[str], str]]) -> Check:
@@ -326,9 +337,9 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
         if _is_deactivated(graph, shape):
             continue
         name = str(shape)
-        for p in set(graph.predicates(shape, None)):
-            if p not in _IGNORED and p not in _VALUE_PARAMS and p not in _COUNT_PARAMS:
-                unsupported.append(f"{name}: {p} is not compiled")
+        for param in set(graph.predicates(shape, None)):
+            if param not in _IGNORED and param not in _VALUE_PARAMS and param not in _COUNT_PARAMS:
+                unsupported.append(f"{name}: {param} is not compiled")
         targets: set[str] = set()
         for cls in graph.objects(shape, SH.targetClass):
             targets |= closure(str(cls))
@@ -371,12 +382,7 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
                     add(BEYOND_RANGE, _beyond_range(str(dt)), "")
             kind = graph.value(ps, SH.nodeKind)
             if kind is not None:
-                test = {
-                    SH.IRI: "isIRI(?value)", SH.Literal: "isLiteral(?value)", SH.BlankNode: "isBlank(?value)",
-                    SH.BlankNodeOrIRI: "(isBlank(?value) || isIRI(?value))",
-                    SH.BlankNodeOrLiteral: "(isBlank(?value) || isLiteral(?value))",
-                    SH.IRIOrLiteral: "(isIRI(?value) || isLiteral(?value))",
-                }[kind]
+                test = _NODE_KIND_TESTS[kind]
                 add("NodeKindConstraintComponent", _not(test), f"Value is not of Node Kind {kind}")
             for cls in sorted(graph.objects(ps, SH["class"]), key=str):
                 extra.append(("class", closure(str(cls))))
@@ -396,7 +402,7 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
                     add(comp, _not(f"isLiteral(?value) && ?value {op} {_t(bound)}"), f"Value is not {op} {bound}")
             for param, op, comp in ((SH.minLength, ">=", "MinLengthConstraintComponent"), (SH.maxLength, "<=", "MaxLengthConstraintComponent")):
                 for bound in graph.objects(ps, param):
-                    add(comp, _not(f"!isBlank(?value) && STRLEN(STR(?value)) {op} {int(bound)}"), f"Value length is not {op} {bound}")
+                    add(comp, _not(f"!isBlank(?value) && STRLEN(STR(?value)) {op} {int(str(bound))}"), f"Value length is not {op} {bound}")
             for pattern in graph.objects(ps, SH.pattern):
                 flags_lit = graph.value(ps, SH.flags)
                 more = f", {_t(rdflib.Literal(str(flags_lit)))}" if flags_lit is not None else ""
@@ -407,14 +413,14 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
                 )
             max_count = graph.value(ps, SH.maxCount)
             if max_count is not None:
-                n = int(max_count)
+                n = int(str(max_count))
                 extra.append(("max", n))
                 add("MaxCountConstraintComponent", f"BOUND(?dspyrdf_ok{len(extra) - 1})", f"More than {n} values on {{this}}->{{path}}")
             if flags:
                 by_path.setdefault(p, []).append((name, frozenset(targets), flags, meta, extra))
             min_count = graph.value(ps, SH.minCount)
-            if min_count is not None and int(min_count) > 0:
-                n = int(min_count)
+            if min_count is not None and int(str(min_count)) > 0:
+                n = int(str(min_count))
                 j = len(min_parts)
                 having = "" if n == 1 else f" HAVING (COUNT(DISTINCT ?dspyrdf_m) >= {n})"
                 min_parts.append(
@@ -432,7 +438,7 @@ def _compile(directory: str, store_forms: bool = True) -> CompiledShapes:
             )
             checks.append(Check(kind="count", shape=name, text=text, flags=tuple(min_meta)))
         closed = graph.value(shape, SH.closed)
-        if closed is not None and bool(closed.value):
+        if isinstance(closed, rdflib.Literal) and bool(closed.value):
             ignored = graph.value(shape, SH.ignoredProperties)
             if ignored is not None:
                 allowed |= {str(x) for x in Collection(graph, ignored)}
@@ -582,6 +588,7 @@ class Runner:
     def rows(self, query: str) -> Iterable[dict[str, Any]]:
         if self.oxigraph is not None:
             result = self.oxigraph.query(query)
+            assert isinstance(result, ox.QuerySolutions)  # every compiled query is a SELECT
             names = [var.value for var in result.variables]
             for solution in result:
                 yield {name: solution[name] for name in names}
@@ -591,7 +598,8 @@ class Runner:
 
     def types_of(self, graph: str, node: ox.NamedNode | ox.BlankNode) -> set[str]:
         if self.oxigraph is not None:
-            return {q.object.value for q in self.oxigraph.quads_for_pattern(node, ox.NamedNode(v.RDF_TYPE), None, ox.NamedNode(graph))}
+            quads = self.oxigraph.quads_for_pattern(node, ox.NamedNode(v.RDF_TYPE), None, ox.NamedNode(graph))
+            return {q.object.value for q in quads if not isinstance(q.object, ox.Triple)}  # a quoted triple is no class
         if not isinstance(node, ox.NamedNode):
             return set()
         rows = self.remote.select(f"SELECT ?t WHERE {{ GRAPH <{graph}> {{ <{node.value}> a ?t }} }}")["results"]["bindings"]
@@ -634,10 +642,12 @@ class Runner:
                     if t in targets and path not in allowed:
                         out.append((row[G[1:]].value, row["this"], path, row["value"], "ClosedConstraintComponent", severity, check.message, shape))
         elif check.kind == "value":
+            value_path = check.path
+            assert value_path is not None  # a value check is of one path
             seen_count: set[tuple] = set()
             for row in self.rows(query):
                 g, this, t = row[G[1:]].value, row["this"], row["t"].value
-                for i, users in enumerate(check.flags):
+                for i, users in enumerate(check.flag_users):
                     if not _truthy(row.get(f"c{i}")):
                         continue
                     for shape, targets, component, severity, message in users:
@@ -649,7 +659,7 @@ class Runner:
                                 continue
                             seen_count.add(key)
                             out.append((g, this, check.path, None, component, severity, message, shape))
-                        elif component == "DatatypeConstraintComponent" and self._retyped_by_server(check.path, row["value"]):
+                        elif component == "DatatypeConstraintComponent" and self._retyped_by_server(value_path, row["value"]):
                             continue
                         else:
                             out.append((g, this, check.path, row["value"], component, severity, message, shape))
@@ -833,7 +843,7 @@ def validate_graphs_fast(
     if workers > 1 and path is not None and oxigraph is not None and not graphs.writable and len(names) >= _PARALLEL_MIN_TRACES:
         pool = partial(_worker_pool, path, workers, shapes)
     if slices is None:
-        slices = not graphs.complete or (path is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES)
+        slices = not graphs.complete or (path is not None and oxigraph is not None and len(oxigraph) > WHOLE_STORE_MAX_TRIPLES)
     if oxigraph is not None and slices:
         rows = _validate_slices(compiled, oxigraph, names, progress, batch_size, pool)
     else:

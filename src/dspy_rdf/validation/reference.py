@@ -133,7 +133,7 @@ def _validate(triples: Iterable[tuple], *, trace: str | None, shapes: Shapes) ->
                 message=str(report.value(result, SH.resultMessage) or ""),
                 severity=Severity.from_iri(str(report.value(result, SH.resultSeverity))),
                 trace=trace,
-                rule=rules.get(shape, rule_name(str(shape)) if isinstance(shape, rdflib.URIRef) else ""),
+                rule="" if shape is None else rules.get(shape, rule_name(str(shape)) if isinstance(shape, rdflib.URIRef) else ""),
             )
         )
     return out

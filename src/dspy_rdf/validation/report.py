@@ -342,11 +342,13 @@ def _value_term(text: str) -> rdflib.term.Node:
         logger = logging.getLogger("rdflib.term")
         logger.addFilter(_ILL_TYPED)
         try:
-            return from_n3(text)
+            term = from_n3(text)
         except Exception:  # an unusual lexical form that rdflib's N3 reader rejects: keep the text
             return rdflib.Literal(text)
         finally:
             logger.removeFilter(_ILL_TYPED)
+        # quoted text reads as a literal; from_n3 answers a str or None only for other forms
+        return term if isinstance(term, rdflib.term.Node) else rdflib.Literal(text)
     if text.startswith("_:"):
         return rdflib.BNode(text[2:])
     return rdflib.URIRef(text)

@@ -39,7 +39,8 @@ UNTRACED_GRAPH_PREFIX = "urn:x-dspy-rdf:untraced:"
 _TYPE = ox.NamedNode(v.RDF_TYPE)
 _TRACE = ox.NamedNode(v.class_iri("Trace"))
 
-Triple = tuple[ox.NamedNode | ox.BlankNode, ox.NamedNode, ox.NamedNode | ox.BlankNode | ox.Literal]
+# A quoted triple (RDF 1.2) as subject or object is kept as an opaque node: it has no IRI that names its trace.
+Triple = tuple[ox.NamedNode | ox.BlankNode | ox.Triple, ox.NamedNode, ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple]
 
 
 @dataclass
