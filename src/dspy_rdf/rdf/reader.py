@@ -18,6 +18,7 @@ import pyoxigraph as ox
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import RdfInputError
+from dspy_rdf.canonical.schema_tables import CLASS_SLOTS
 from dspy_rdf.rdf import vocab as v
 
 __all__ = ["traces_from_quads"]
@@ -216,7 +217,7 @@ class _Graph:
 
     def message(self, iri: str) -> m.LMMessage:
         p = self.node(iri, "LMMessage")
-        self.check_slots(iri, p, frozenset({"role", "parts", "name", "metadata", "position"}))
+        self.check_slots(iri, p, CLASS_SLOTS["LMMessage"])
         return m.LMMessage(
             role=self.string(iri, p, "role", required=True),
             parts=[self.part(c) for c in self.children(iri, p, "parts")],
@@ -278,7 +279,7 @@ class _Graph:
             return m.LMCall(model=self.string(iri, p, "model"), entry=None if entry is None else self.entry(entry), **common)
         tc_iri = self.child(iri, p, "tool_call", required=True)
         tc = self.node(tc_iri, "ToolCall")
-        self.check_slots(tc_iri, tc, frozenset({"name", "call_id", "args"}))
+        self.check_slots(tc_iri, tc, CLASS_SLOTS["ToolCall"])
         pairing = self.string(iri, p, "pairing")
         if pairing is not None and pairing not in _PAIRINGS:
             raise self.error(iri, v.slot_iri("pairing"), f"expected one of {', '.join(_PAIRINGS)}, found {pairing!r}")
@@ -294,7 +295,7 @@ class _Graph:
         )
         if (r := self.child(iri, p, "tool_result")) is not None:
             rp = self.node(r, "ToolResult")
-            self.check_slots(r, rp, frozenset({"name", "call_id", "result", "is_error", "error", "provider_data", "metadata"}))
+            self.check_slots(r, rp, CLASS_SLOTS["ToolResult"])
             execution.tool_result = m.ToolResult(
                 name=self.string(r, rp, "name"),
                 call_id=self.string(r, rp, "call_id"),
@@ -326,7 +327,7 @@ class _Graph:
 
     def example_result(self, iri: str, index: dict[str, int]) -> m.ExampleResult:
         p = self.node(iri, "ExampleResult")
-        self.check_slots(iri, p, frozenset({"position", "example", "prediction", "score", "program_call", "error"}))
+        self.check_slots(iri, p, CLASS_SLOTS["ExampleResult"])
         return m.ExampleResult(
             example=self.json(iri, p, "example"),
             prediction=self.json(iri, p, "prediction"),
@@ -357,7 +358,7 @@ class _Graph:
 
     def request(self, iri: str) -> m.LMRequest:
         p = self.node(iri, "LMRequest")
-        self.check_slots(iri, p, frozenset({"model", "messages", "tools", "config", "metadata"}))
+        self.check_slots(iri, p, CLASS_SLOTS["LMRequest"])
         messages = [self.message(child) for child in self.children(iri, p, "messages")]
         tools = []
         for child in self.children(iri, p, "tools"):
@@ -400,24 +401,24 @@ class _Graph:
         )
         if (r := self.child(iri, p, "reasoning")) is not None:
             rp = self.node(r, "LMReasoningConfig")
-            self.check_slots(r, rp, frozenset({"effort", "max_tokens", "summary"}))
+            self.check_slots(r, rp, CLASS_SLOTS["LMReasoningConfig"])
             c.reasoning = m.LMReasoningConfig(
                 effort=self.string(r, rp, "effort"), max_tokens=self.integer(r, rp, "max_tokens"), summary=self.string(r, rp, "summary")
             )
         if (t := self.child(iri, p, "tool_choice")) is not None:
             tp = self.node(t, "LMToolChoice")
-            self.check_slots(t, tp, frozenset({"mode", "allowed", "parallel"}))
+            self.check_slots(t, tp, CLASS_SLOTS["LMToolChoice"])
             mode = self.string(t, tp, "mode", required=True)
             if mode not in _TOOL_CHOICE_MODES:
                 raise self.error(t, v.slot_iri("mode"), f"expected one of {', '.join(_TOOL_CHOICE_MODES)}, found {mode!r}")
             c.tool_choice = m.LMToolChoice(mode=mode, allowed=self.json(t, tp, "allowed"), parallel=self.boolean(t, tp, "parallel"))
         if (k := self.child(iri, p, "cache")) is not None:
             kp = self.node(k, "LMCacheConfig")
-            self.check_slots(k, kp, frozenset({"enabled", "rollout_id"}))
+            self.check_slots(k, kp, CLASS_SLOTS["LMCacheConfig"])
             c.cache = m.LMCacheConfig(enabled=self.boolean(k, kp, "enabled"), rollout_id=self.json(k, kp, "rollout_id"))
         if (k := self.child(iri, p, "prompt_cache")) is not None:
             kp = self.node(k, "LMPromptCacheConfig")
-            self.check_slots(k, kp, frozenset({"enabled", "key"}))
+            self.check_slots(k, kp, CLASS_SLOTS["LMPromptCacheConfig"])
             c.prompt_cache = m.LMPromptCacheConfig(enabled=self.boolean(k, kp, "enabled"), key=self.string(k, kp, "key"))
         return c
 
@@ -532,62 +533,23 @@ class _Graph:
         return cls(metadata=metadata, **fields)
 
 
-# Derived facts (schema subset ``derived``) are allowed and ignored: the writer recomputes them from the trace.
-_DERIVED_TRACE_SLOTS = frozenset(
-    {"lm_call_count", "message_count", "tool_call_count", "tool_result_count", "tool_execution_count"}
-    | {"usage_call_count", "priced_call_count", "input_tokens_total", "output_tokens_total", "cost_total", "usage_summaries"}
-    | {"framework_tools"}
-)
-_TRACE_SLOTS = frozenset(
-    {"source_kind", "source_format", "source_index", "source_trace_id", "content_digest", "dspy_version", "entries", "request", "response"}
-    | {"messages", "parts", "calls", "started_at", "ended_at", "redactions", "losses"}
-    | _DERIVED_TRACE_SLOTS
-)
-_CALL_COMMON = {"dspy_call_id", "parent_call", "started_at", "ended_at", "duration", "error", "position"}  # duration: derived, ignored
-# ToolExecution's tool_name is derived too (its tool call's name) and ignored.
-_SUBTREE_TOTALS = {"subtree_lm_calls", "subtree_input_tokens", "subtree_output_tokens", "subtree_cost"}  # derived: ignored
-_CALL_SLOTS = {
-    "ModuleCall": frozenset(
-        {*_CALL_COMMON, "module_class", "module_class_path", "input_summary", "output_summary", "tool_calls", "returned_tool_calls", "usage"}
-    ),
-    "LMCall": frozenset({*_CALL_COMMON, "model", "entry"}),
-    "ToolExecution": frozenset({*_CALL_COMMON, "tool_call", "tool_name", "tool_result", "answers", "decided_by", "pairing"}),
-    "EvaluateCall": frozenset(
-        {*_CALL_COMMON, *_SUBTREE_TOTALS, "metric", "program_class", "program_fingerprint", "devset_size", "score", "example_results"}
-    ),
-    "CompileCall": frozenset(
-        {*_CALL_COMMON, *_SUBTREE_TOTALS, "optimizer_class", "input_summary", "program_class", "student_fingerprint", "program_fingerprint"}
-    ),
-}
+# A node may carry every slot its class has in the schema (generated: canonical/schema_tables.py); derived facts
+# (the schema's subset ``derived``: totals, a ToolExecution's tool_name, a call's duration) are allowed and ignored,
+# as the writer recomputes them from the trace.
+_TRACE_SLOTS = CLASS_SLOTS["Trace"]
+_CALL_SLOTS = {name: CLASS_SLOTS[name] for name in ("ModuleCall", "LMCall", "ToolExecution", "EvaluateCall", "CompileCall")}
 # The schema's PairingMethod and ToolChoiceMode enums, typed as the model's fields are.
 _PAIRINGS: tuple[Literal["call_id", "name_and_args", "preceding_lm_call"], ...] = ("call_id", "name_and_args", "preceding_lm_call")
 _TOOL_CHOICE_MODES: tuple[Literal["auto", "required", "none"], ...] = ("auto", "required", "none")
 _DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 _PART_REF = re.compile(r"/call/(?P<call>\d+)(?:/entry/response/output/(?P<output>\d+)/part|/tool_call)/(?P<part>\d+)")
-_ENTRY_SLOTS = frozenset({"request", "response", "timestamp", "uuid", "model_type", "extra_fields", "position"})
-_TOOL_SLOTS = frozenset({"tool_type", "name", "description", "parameters", "strict", "metadata", "provider_data", "position"})
-_CONFIG_SLOTS = frozenset(
-    {"temperature", "max_tokens", "top_p", "stop", "n", "logprobs", "response_format", "reasoning", "tool_choice", "cache"}
-    | {"prompt_cache", "extensions"}
-)
-_RESPONSE_SLOTS = frozenset({"model", "outputs", "usage", "cost", "cache_hit", "response_id", "provider_data", "metadata"})
-_OUTPUT_SLOTS = frozenset({"parts", "finish_reason", "truncated", "logprobs", "provider_data", "metadata", "position"})
-_USAGE_SLOTS = frozenset({*m.USAGE_TOKEN_FIELDS, "details", "metadata", "extra_fields"})
-_PART_COMMON = {"metadata", "part_type", "position"}
-_SOURCE = {"media_type", "data", "url", "file_id", "path"}
-_PART_SLOTS = {
-    "text": frozenset({*_PART_COMMON, "text"}),
-    "refusal": frozenset({*_PART_COMMON, "text"}),
-    "image": frozenset({*_PART_COMMON, *_SOURCE, "detail"}),
-    "audio": frozenset({*_PART_COMMON, *_SOURCE}),
-    "video": frozenset({*_PART_COMMON, *_SOURCE}),
-    "binary": frozenset({*_PART_COMMON, *_SOURCE, "filename"}),
-    "document": frozenset({*_PART_COMMON, *_SOURCE, "source", "citations", "title", "context"}),
-    "tool_call": frozenset({*_PART_COMMON, "name", "call_id", "args", "provider_data"}),
-    "tool_result": frozenset({*_PART_COMMON, "call_id", "name", "content", "is_error", "provider_data", "answers"}),
-    "thinking": frozenset({*_PART_COMMON, "text", "redacted"}),
-    "citation": frozenset({*_PART_COMMON, "text", "title", "url"}),
-}
+_ENTRY_SLOTS = CLASS_SLOTS["LMHistoryEntry"]
+_TOOL_SLOTS = CLASS_SLOTS["LMToolSpec"]
+_CONFIG_SLOTS = CLASS_SLOTS["LMConfig"]
+_RESPONSE_SLOTS = CLASS_SLOTS["LMResponse"]
+_OUTPUT_SLOTS = CLASS_SLOTS["LMOutput"]
+_USAGE_SLOTS = CLASS_SLOTS["LMUsage"]
+_PART_SLOTS = {kind: CLASS_SLOTS[cls.__name__] for kind, cls in m.PART_CLASSES.items()}
 
 
 def traces_from_quads(quads: Iterable[ox.Quad | ox.Triple], *, source: str = "<input>") -> list[tuple[str, m.Trace]]:
