@@ -138,3 +138,56 @@ def test_an_unknown_scheme_lists_the_installed_ones_and_a_broken_plugin_is_one_l
         "error: the dspy_rdf.stores plugin 'broken' (archive_plugin:broken_missing) does not load: "
         "AttributeError: module 'archive_plugin' has no attribute 'broken_missing'"
     ]
+
+
+def test_an_engine_registered_from_python_is_chosen_by_name_and_sees_each_trace(tmp_path):
+    from dspy_rdf import read_traces
+    from dspy_rdf.validation import Engine, FastEngine, engine_names, register_engine, validate_traces
+
+    seen: list[str] = []
+
+    class Recording(FastEngine):
+        """The fast engine, noting the traces it is given: a wrapper a team might add for an audit log."""
+
+        name = "recording"
+
+        def validate(self, graphs, **options):
+            seen.extend(graphs.names)
+            return super().validate(graphs, **options)
+
+    register_engine(Recording())
+    assert engine_names()[:2] == [Engine.FAST, Engine.PYSHACL] and "recording" in engine_names()
+    traces = [item.trace for item in read_traces(TRACE)]
+    by_name = validate_traces(traces, engine="recording")
+    builtin = validate_traces(traces, engine=Engine.FAST)
+    assert by_name.conforms and by_name.validated == builtin.validated == len(seen) == len(traces)
+    assert validate_traces(traces, engine=Recording()).violations == builtin.violations
+    with pytest.raises(TypeError, match="not a validation engine"):
+        register_engine(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no validation engine 'nosuch'; the engines are: fast, pyshacl"):
+        validate_traces(traces, engine="nosuch")
+
+
+def test_an_installed_plugin_engine_runs_from_the_command_line_with_the_report_of_a_built_in_engine(tmp_path):
+    site = tmp_path / "site"
+    _install_plugin(site, "[dspy_rdf.engines]\ntrace-count = archive_plugin:TraceCountEngine\nbroken = archive_plugin:nothing\n")
+    env = {"PYTHONPATH": str(site)}
+    good = tmp_path / "good.nq"
+    assert _cli("export", str(TRACE), "-o", str(good), cwd=tmp_path, env=env).returncode == 0
+    stripped = tmp_path / "stripped.nq"
+    stripped.write_text("".join(line for line in good.read_text().splitlines(keepends=True) if "lm_call_count" not in line))
+
+    conforms = _cli("validate", str(good), "--engine", "trace-count", "--format", "json", cwd=tmp_path, env=env)
+    assert conforms.returncode == 0, conforms.stderr
+    assert json.loads(conforms.stdout)["conforms"] is True
+    failed = _cli("validate", str(stripped), "--engine", "trace-count", "--format", "json", cwd=tmp_path, env=env)
+    assert failed.returncode == 1, failed.stderr
+    report = json.loads(failed.stdout)
+    assert [r["message"] for t in report["traces"] for r in t["results"]] == ["no lm_call_count"]
+    assert report["traces_validated"] == 1
+
+    unknown = _cli("validate", str(good), "--engine", "nosuch", cwd=tmp_path, env=env)
+    assert unknown.returncode == 2 and unknown.stderr.strip() == "error: no validation engine 'nosuch'; the engines are: fast, pyshacl, broken, trace-count"
+    broken = _cli("validate", str(good), "--engine", "broken", cwd=tmp_path, env=env)
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+    assert "the dspy_rdf.engines plugin 'broken' (archive_plugin:nothing) does not load" in broken.stderr

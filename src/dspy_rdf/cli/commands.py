@@ -379,7 +379,7 @@ def _rdf_traces(files: list[Path], format: str | None, skipped: list[Exception])
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from dspy_rdf.validation import Engine, Severity, validate_files, validate_store
+    from dspy_rdf.validation import Severity, engine_for, validate_files, validate_store
 
     if args.files and args.store is not None:
         raise ValueError("give input FILEs or --store, not both")
@@ -389,7 +389,7 @@ def run_validate(args: argparse.Namespace) -> int:
         raise ValueError(took)
     traces = list(dict.fromkeys(args.trace)) if args.trace else None
     redactor = redactor_for(args)
-    engine = Engine(args.engine)
+    engine = engine_for(args.engine)  # an unknown name is refused before anything is read
     skipped: list[Exception] = []
 
     def skip(error: Exception) -> None:

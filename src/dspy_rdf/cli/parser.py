@@ -205,7 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     _store_option(validate, store_help, "validate a store instead of files")
     validate.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     validate.add_argument("--format", choices=["text", "json", "ttl"], default="text", help="report format: text (grouped by trace and rule), json, or ttl (a SHACL validation report)")
-    validate.add_argument("--engine", choices=["fast", "pyshacl"], default="fast", help="fast (the shapes compiled to SPARQL run inside the store, default) or pyshacl (the reference)")
+    validate.add_argument(
+        "--engine", default="fast", metavar="NAME",
+        help="fast (the shapes compiled to SPARQL run inside the store, default), pyshacl (the reference), or the name of an engine an installed package offers",
+    )  # fmt: skip
     validate.add_argument(
         "--fail-on", choices=["violation", "warning", "info"], default="violation",
         help="exit 1 when a result of this severity or higher is found (default: violation; warnings report what the "

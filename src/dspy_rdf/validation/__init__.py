@@ -11,6 +11,9 @@ return the same :class:`ValidationReport`:
   (:mod:`dspy_rdf.validation.compiled`), tens to hundreds of times faster than pySHACL;
 - :attr:`Engine.PYSHACL`: pySHACL over each trace (:mod:`dspy_rdf.validation.reference`), the reference.
 
+Both implement :class:`ValidationEngine` (:mod:`dspy_rdf.validation.engines`), as an engine of another package does:
+``engine=`` takes a built-in engine, the name of a registered or installed one, or an engine object.
+
 Entry points: :func:`validate_traces` (traces of the canonical model, exported as ``export`` would, secrets
 redacted), :func:`validate_graph` (an rdflib graph or dataset), :func:`validate_dataset` (a pyoxigraph dataset),
 :func:`validate_files` (JSON, JSON Lines and RDF files, as ``dspy-rdf validate`` reads them) and
@@ -25,7 +28,6 @@ redacted), :func:`validate_graph` (an rdflib graph or dataset), :func:`validate_
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,10 +40,20 @@ from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.identity import DEFAULT_BASE
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.rdf.terms import oxigraph_term
-from dspy_rdf.validation.compiled import compile_shapes, validate_graphs_fast
-from dspy_rdf.validation.reference import PyshaclEngineError, validate_graphs_pyshacl
+from dspy_rdf.validation.compiled import compile_shapes
+from dspy_rdf.validation.engines import (
+    Engine,
+    EngineChoice,
+    FastEngine,
+    PyshaclEngine,
+    ValidationEngine,
+    engine_for,
+    engine_names,
+    register_engine,
+)
+from dspy_rdf.validation.reference import PyshaclEngineError
 from dspy_rdf.validation.report import Severity, ValidationReport, Violation, merge_reports, node_label, rule_name
-from dspy_rdf.validation.shapes import CLASSES_FILE, RULES_FILE, SHAPES_FILE, load_shapes
+from dspy_rdf.validation.shapes import CLASSES_FILE, RULES_FILE, SHAPES_FILE
 from dspy_rdf.validation.units import TraceGraphBuilder, TraceGraphs, dataset_graphs, store_graphs
 
 if TYPE_CHECKING:
@@ -53,12 +65,19 @@ __all__ = [
     "RULES_FILE",
     "SHAPES_FILE",
     "Engine",
+    "EngineChoice",
+    "FastEngine",
+    "PyshaclEngine",
     "PyshaclEngineError",
     "Severity",
+    "ValidationEngine",
     "ValidationReport",
     "Violation",
     "compile_shapes",
+    "engine_for",
+    "engine_names",
     "node_label",
+    "register_engine",
     "rule_name",
     "validate_dataset",
     "validate_files",
@@ -70,31 +89,19 @@ __all__ = [
 Progress = Callable[[int], None]
 
 
-class Engine(enum.StrEnum):
-    """The validation engines; both give the same results."""
-
-    FAST = "fast"
-    """The shapes compiled to SPARQL, run inside the store (default)."""
-    PYSHACL = "pyshacl"
-    """pySHACL over each trace: the reference."""
-
-
 def _run(
     parts: Iterable[TraceGraphs],
     *,
-    engine: Engine,
+    engine: EngineChoice,
     shapes: str | Path | None,
     progress: Progress | None,
     slices: bool | None = None,
     workers: int = 2,
 ) -> ValidationReport:
-    engine = Engine(engine)
+    chosen = engine_for(engine)
     reports = []
     for graphs in parts:
-        if engine is Engine.PYSHACL:
-            found = validate_graphs_pyshacl(graphs, shapes=load_shapes(shapes), progress=progress)
-        else:
-            found = validate_graphs_fast(graphs, shapes=shapes, progress=progress, slices=slices, workers=workers)
+        found = chosen.validate(graphs, shapes=shapes, progress=progress, slices=slices, workers=workers)
         traces, untraced = graphs.traces()
         reports.append(ValidationReport(violations=tuple(found), traces=tuple(traces), untraced_graphs=untraced))
     return merge_reports(reports)
@@ -113,7 +120,7 @@ def validate_traces(
     traces: Iterable[m.Trace],
     *,
     base: str = DEFAULT_BASE,
-    engine: Engine = Engine.FAST,
+    engine: EngineChoice = Engine.FAST,
     redactor: Redactor | None = DEFAULT_REDACTOR,
     shapes: str | Path | None = None,
 ) -> ValidationReport:
@@ -129,7 +136,7 @@ def validate_traces(
 
 
 def validate_graph(
-    graph: rdflib.Graph, *, engine: Engine = Engine.FAST, shapes: str | Path | None = None, redactor: Redactor | None = None
+    graph: rdflib.Graph, *, engine: EngineChoice = Engine.FAST, shapes: str | Path | None = None, redactor: Redactor | None = None
 ) -> ValidationReport:
     """Validate an rdflib graph (or dataset: its named graphs are traces, its default graph is cut by trace).
 
@@ -152,7 +159,7 @@ def validate_dataset(
     dataset: ox.Store,
     *,
     traces: list[str] | None = None,
-    engine: Engine = Engine.FAST,
+    engine: EngineChoice = Engine.FAST,
     progress: Progress | None = None,
     shapes: str | Path | None = None,
     redactor: Redactor | None = None,
@@ -167,7 +174,7 @@ def validate_store(
     store: TraceStore,
     *,
     traces: list[str] | None = None,
-    engine: Engine = Engine.FAST,
+    engine: EngineChoice = Engine.FAST,
     progress: Progress | None = None,
     slices: bool | None = None,
     workers: int = 2,
@@ -203,7 +210,7 @@ def validate_files(
     paths: Iterable[Path],
     *,
     traces: list[str] | None = None,
-    engine: Engine = Engine.FAST,
+    engine: EngineChoice = Engine.FAST,
     base: str = DEFAULT_BASE,
     redactor: Redactor | None = DEFAULT_REDACTOR,
     source_format: SourceFormat | None = None,
