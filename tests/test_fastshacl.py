@@ -1,4 +1,5 @@
-"""Differential tests of the fast SHACL engine (:mod:`dspy_rdf.validation.compiled`) against pySHACL, the reference.
+"""Differential tests of the fast SHACL engine (:mod:`dspy_rdf.validation.compiled`, ``.running`` and ``.fast``)
+against pySHACL, the reference.
 
 Both engines see the same quads, one named graph per trace, and must report the same set of
 ``(trace, focus node, path, constraint component, value)``.
@@ -29,9 +30,16 @@ from dspy_rdf.rdf.terms import rdflib_graph as graph_from_ntriples
 from dspy_rdf.resources import shapes_dir
 from dspy_rdf.sources.tracejson import trace_from_json
 from dspy_rdf.store import EmbeddedStore
-from dspy_rdf.validation import Engine, validate_dataset, validate_store
+from dspy_rdf.validation import (
+    Engine,
+    fast,
+    rule_name,
+    validate_dataset,
+    validate_store,
+)
 from dspy_rdf.validation import compiled as fastshacl
 from dspy_rdf.validation.shapes import CLASSES_FILE
+from dspy_rdf.validation.units import TraceGraphs
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("react_history.json", "request_all_parts.json", "response_all_parts.json", "history_entry_all_parts.json", "history_dicts_dspy3.3.1.json")
@@ -343,9 +351,9 @@ def test_store_traces_batches_and_progress(good_nquads, tmp_path):
     names = sorted(g.value for g in store.oxigraph.named_graphs())
     done: list[int] = []
     whole = validate_store(store, workers=1)
-    graphs = fastshacl.TraceGraphs(names=list(names), oxigraph=store.oxigraph, path=store.path)
+    graphs = TraceGraphs(names=list(names), oxigraph=store.oxigraph, path=store.path)
     graphs.select(names)
-    batched = fastshacl.validate_graphs_fast(graphs, progress=done.append, batch_size=3, workers=1)
+    batched = fast.validate_graphs_fast(graphs, progress=done.append, batch_size=3, workers=1)
     assert sum(done) == len(names) and len(done) == -(-len(names) // 3)
     assert {_key(x) for x in whole.violations} == {_key(x) for x in batched}
     one = validate_store(store, traces=names[:1], workers=1)
@@ -356,7 +364,7 @@ def test_store_traces_batches_and_progress(good_nquads, tmp_path):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_slices_and_whole_store_queries_agree(good_nquads, tmp_path, monkeypatch, workers):
     # the same broken store validated both ways, in one process and in worker processes (forced for a small store)
-    monkeypatch.setattr(fastshacl, "_PARALLEL_MIN_TRACES", 1)
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_TRACES", 1)
     broken = _broken_real(good_nquads)
     store = EmbeddedStore(tmp_path / "store")
     store.oxigraph.load(broken, ox.RdfFormat.N_QUADS)
@@ -365,20 +373,20 @@ def test_slices_and_whole_store_queries_agree(good_nquads, tmp_path, monkeypatch
     names = sorted(g.value for g in store.oxigraph.named_graphs())
     whole_progress: list[int] = []
     slices_progress: list[int] = []
-    graphs = fastshacl.TraceGraphs(names=names, oxigraph=store.oxigraph, path=store.path)
-    whole = fastshacl.validate_graphs_fast(graphs, workers=workers, slices=False, progress=whole_progress.append)
-    sliced = fastshacl.validate_graphs_fast(graphs, workers=workers, slices=True, batch_size=2, progress=slices_progress.append)
+    graphs = TraceGraphs(names=names, oxigraph=store.oxigraph, path=store.path)
+    whole = fast.validate_graphs_fast(graphs, workers=workers, slices=False, progress=whole_progress.append)
+    sliced = fast.validate_graphs_fast(graphs, workers=workers, slices=True, batch_size=2, progress=slices_progress.append)
     assert len(whole) > 10
     assert sorted(_key(x) + (x.message,) for x in sliced) == sorted(_key(x) + (x.message,) for x in whole)
     assert sum(whole_progress) == sum(slices_progress) == len(names)
     assert len(slices_progress) == -(-len(names) // 2)  # one call per slice
     # by default a store is sliced only above WHOLE_STORE_MAX_TRIPLES (or for chosen traces)
     default_progress: list[int] = []
-    fastshacl.validate_graphs_fast(graphs, workers=workers, batch_size=2, progress=default_progress.append)
+    fast.validate_graphs_fast(graphs, workers=workers, batch_size=2, progress=default_progress.append)
     assert len(default_progress) > len(slices_progress)
-    monkeypatch.setattr(fastshacl, "WHOLE_STORE_MAX_TRIPLES", 10)
+    monkeypatch.setattr(fast, "WHOLE_STORE_MAX_TRIPLES", 10)
     default_progress.clear()
-    fastshacl.validate_graphs_fast(graphs, workers=workers, batch_size=2, progress=default_progress.append)
+    fast.validate_graphs_fast(graphs, workers=workers, batch_size=2, progress=default_progress.append)
     assert default_progress == slices_progress
     store.close()
 
@@ -441,7 +449,7 @@ def test_every_hand_written_rule_is_broken_somewhere(good_nquads):
     """Each sh:sparql rule of the shapes directory is reported at least once on the broken data (both engines agree
     on that data in the tests above)."""
     compiled = fastshacl.compile_shapes()
-    rules = {fastshacl.rule_name(c.shape) for c in compiled.checks if c.kind == "sparql"}
+    rules = {rule_name(c.shape) for c in compiled.checks if c.kind == "sparql"}
     reported = set()
     for data in (_broken_real(good_nquads), _broken_synthetic()[0]):
         reported |= {getattr(x, "rule", "") for x in validate_dataset(_dataset(data)).violations if x.constraint == "SPARQLConstraintComponent"}

@@ -17,8 +17,9 @@ from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.rdf.formats import RdfFormat, serialize_traces
 from dspy_rdf.resources import shapes_dir
-from dspy_rdf.validation import Engine, ValidationReport, node_label, validate_dataset, validate_traces
+from dspy_rdf.validation import Engine, ValidationReport, node_label, rule_name, validate_dataset, validate_traces
 from dspy_rdf.validation import compiled as fastshacl
+from dspy_rdf.validation.running import Runner
 
 D = "https://w3id.org/lmodel/dspy/"
 RULES = ("ToolResultAnswersCall", "UniqueToolCallIds", "ContiguousPositions", "UsageTotal", "ToolCallOffered", "StartBeforeEnd", "ErrorResultHasContent")
@@ -67,7 +68,7 @@ def _fast_rows(store: ox.Store, *, store_forms: bool, graphs: list[str] | None =
     compiled = fastshacl.compile_shapes(store_forms=store_forms)
     sparql = [i for i, check in enumerate(compiled.checks) if check.kind == "sparql"]
     assert any(compiled.checks[i].store_text for i in sparql) == store_forms
-    return sorted(fastshacl.Runner(compiled, oxigraph=store).run_batch(graphs, sparql))
+    return sorted(Runner(compiled, oxigraph=store).run_batch(graphs, sparql))
 
 
 def _every_break_in_one_store() -> ox.Store:
@@ -90,9 +91,9 @@ def test_store_forms_report_exactly_what_the_rules_report():
     batch = sorted(g.value for g in store.named_graphs())[::2]
     batch_rows = _fast_rows(store, store_forms=True, graphs=batch)
     assert batch_rows == _fast_rows(store, store_forms=False, graphs=batch) == [row for row in rows if row[0] in batch]
-    assert {fastshacl.rule_name(row[-1]) for row in rows} == set(RULES)
+    assert {rule_name(row[-1]) for row in rows} == set(RULES)
     for index, (_fixture, _breaker, rule) in enumerate(BREAKS):
-        assert {fastshacl.rule_name(row[-1]) for row in rows if row[0].endswith(f"-{index}")} == {rule} & set(RULES)
+        assert {rule_name(row[-1]) for row in rows if row[0].endswith(f"-{index}")} == {rule} & set(RULES)
 
 
 def test_the_rules_count_and_shape_names():

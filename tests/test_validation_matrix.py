@@ -343,9 +343,9 @@ def test_validate_files_api(engine, files, corpus, reference):
     ],
 )
 def test_validate_store_embedded(engine, slices, corpus, reference, tmp_path, capsys, monkeypatch):
-    from dspy_rdf.validation import compiled
+    from dspy_rdf.validation import fast
 
-    monkeypatch.setattr(compiled, "_PARALLEL_MIN_TRACES", 1)  # worker processes, as on a large store
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_TRACES", 1)  # worker processes, as on a large store
     store = EmbeddedStore(tmp_path / "store")
     store.oxigraph.load(b"".join(case.nquads for case in corpus), ox.RdfFormat.N_QUADS)
     writing = validate_store(store, engine=engine, slices=slices, redactor=None)  # open for writing: in this process

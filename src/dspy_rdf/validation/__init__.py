@@ -7,8 +7,9 @@ Every input is first cut into traces (:mod:`dspy_rdf.validation.units`): a trace
 because the rules relate nodes of one trace and must never join two. Two engines then validate those graphs and
 return the same :class:`ValidationReport`:
 
-- :attr:`Engine.FAST` (default): the shapes compiled to SPARQL and run inside pyoxigraph or on the SPARQL server
-  (:mod:`dspy_rdf.validation.compiled`), tens to hundreds of times faster than pySHACL;
+- :attr:`Engine.FAST` (default): the shapes compiled to SPARQL (:mod:`dspy_rdf.validation.compiled`) and run inside
+  pyoxigraph or on the SPARQL server (:mod:`dspy_rdf.validation.running`, :mod:`dspy_rdf.validation.fast`), tens to
+  hundreds of times faster than pySHACL;
 - :attr:`Engine.PYSHACL`: pySHACL over each trace (:mod:`dspy_rdf.validation.reference`), the reference.
 
 Both implement :class:`ValidationEngine` (:mod:`dspy_rdf.validation.engines`), as an engine of another package does:
@@ -185,7 +186,7 @@ def validate_store(
 
     The fast engine runs inside the store (two worker processes on an embedded store; ``slices`` chooses between
     whole-store queries and slices of 1,000 traces copied into memory, see
-    :func:`dspy_rdf.validation.compiled.validate_graphs_fast`); pySHACL fetches each trace's graph on its own, so
+    :func:`dspy_rdf.validation.fast.validate_graphs_fast`); pySHACL fetches each trace's graph on its own, so
     memory is bounded by the largest trace. A graph that holds several traces, and an embedded store's default
     graph, are cut by trace in memory. ``progress`` is called with the number of graphs validated since its last call.
     Values and messages of the report are redacted by ``redactor``, as exports are.

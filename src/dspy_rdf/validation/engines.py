@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from dspy_rdf.plugins import ENGINES_GROUP, load_plugin, plugin_names
-from dspy_rdf.validation.compiled import validate_graphs_fast
+from dspy_rdf.validation.fast import validate_graphs_fast
 from dspy_rdf.validation.reference import validate_graphs_pyshacl
 from dspy_rdf.validation.report import Violation
 from dspy_rdf.validation.shapes import load_shapes
@@ -59,8 +59,8 @@ class ValidationEngine(Protocol):
 
 
 class FastEngine:
-    """The shapes compiled to SPARQL and run inside pyoxigraph or on the SPARQL server
-    (:mod:`dspy_rdf.validation.compiled`)."""
+    """The shapes compiled to SPARQL (:mod:`dspy_rdf.validation.compiled`) and run inside pyoxigraph or on the
+    SPARQL server (:mod:`dspy_rdf.validation.fast`)."""
 
     name = Engine.FAST.value
 
