@@ -101,14 +101,17 @@ def captured_run() -> m.Trace:
 
 
 def big_number_traces() -> list[m.Trace]:
-    """Valid traces with numbers beyond 64 bits (usage of 2**70, max_tokens 10**30, n = -2**63 - 1)."""
+    """Valid traces with numbers beyond 64 bits (usage of 2**70, max_tokens 10**30, n = -2**63 - 1; a total of 2**63 of
+    counts that fit in 64 bits)."""
     entry = json.loads((DATA / "history_entry_all_parts.json").read_text(encoding="utf-8"))
     big = json.loads(json.dumps(entry))
     usage = big["response"]["usage"]
     usage.update(input_tokens=2**70, prompt_tokens=2**70, output_tokens=1, completion_tokens=1, total_tokens=2**70 + 1)
     big["request"]["config"]["max_tokens"] = 10**30
     big["request"]["config"]["n"] = -(2**63) - 1
-    return [trace_from_json(big)]
+    summed = json.loads(json.dumps(entry))  # counts within 64 bits whose total is not
+    summed["response"]["usage"].update(input_tokens=2**63 - 1, prompt_tokens=2**63 - 1, output_tokens=1, completion_tokens=1, total_tokens=2**63)
+    return [trace_from_json(big), trace_from_json(summed)]
 
 
 @lru_cache(maxsize=1)
@@ -139,6 +142,10 @@ def model_breaks() -> list[tuple[str, m.Trace, str]]:
     def big_usage_total(d: dict) -> None:
         d["response"]["usage"].update(input_tokens=2**70, prompt_tokens=2**70, total_tokens=2**70)
 
+    def parts_overflow_64_bits(d: dict) -> None:
+        # each count fits in 64 bits, their sum does not: a store computing with 64-bit integers finds no sum at all
+        d["response"]["usage"].update(input_tokens=2**63 - 1, prompt_tokens=2**63 - 1, output_tokens=1, completion_tokens=1, total_tokens=0)
+
     def not_offered(d: dict) -> None:
         for output in d["response"]["outputs"]:
             for part in output["parts"]:
@@ -159,6 +166,7 @@ def model_breaks() -> list[tuple[str, m.Trace, str]]:
 
     variant("usage-total", "UsageTotal", usage_total)
     variant("usage-total-beyond-64-bits", "UsageTotal", big_usage_total)
+    variant("usage-parts-overflow-64-bits", "UsageTotal", parts_overflow_64_bits)
     variant("tool-not-offered", "ToolCallOffered", not_offered)
     variant("error-without-content", "ErrorResultHasContent", error_without_content)
     variant("duplicate-call-ids", "UniqueToolCallIds", duplicate_ids)

@@ -153,14 +153,15 @@ def test_an_ill_formed_integer_is_a_datatype_violation_not_a_crash(tmp_path, cap
 def test_numbers_beyond_64_bits_are_valid_and_still_checked(tmp_path, capsys, engine):
     from dspy_rdf.sources.tracejson import trace_to_json
 
-    [good] = cases.big_number_traces()
+    good, good_sum = cases.big_number_traces()
     _, bad, _ = next(x for x in cases.model_breaks() if x[0] == "usage-total-beyond-64-bits")
-    for trace, expected in ((good, set()), (bad, {"UsageTotal"})):
+    _, bad_sum, _ = next(x for x in cases.model_breaks() if x[0] == "usage-parts-overflow-64-bits")
+    for trace, expected, number in ((good, set(), 2**70), (bad, {"UsageTotal"}, 2**70), (good_sum, set(), 2**63), (bad_sum, {"UsageTotal"}, 2**63 - 1)):
         path = tmp_path / "big.json"
         path.write_text(json.dumps(trace_to_json(trace)), encoding="utf-8")
         nq = tmp_path / "big.nq"
         assert cli_main(["export", str(path), "-o", str(nq)]) == 0
-        assert str(2**70) in nq.read_text(encoding="utf-8")
+        assert str(number) in nq.read_text(encoding="utf-8")
         capsys.readouterr()
         for source in (path, nq):
             code, doc = validate(capsys, engine, str(source))

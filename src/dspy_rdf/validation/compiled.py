@@ -199,9 +199,18 @@ def _datatype_ok(dt: str) -> str:
     return f"isLiteral(?value) && {same}"
 
 
+_SUMMABLE_LIMIT = 2**62
+"""Integers the store adds exactly: the rules add two counts (``UsageTotal``), and two integers below 2^62 in magnitude
+never leave Oxigraph's 64 bits, where a sum that does is no value at all (so no violation)."""
+
+
 def _beyond_range(dt: str) -> str:
-    """A valid number of the unbounded type ``dt`` that the store cannot compute with."""
-    return f'sameTerm(datatype(?value), <{dt}>) && !isNumeric(?value) && REGEX(STR(?value), "{_UNBOUNDED_LEXICAL[dt]}")'
+    """A valid number of the unbounded type ``dt`` that the store cannot compute with, or (an integer) one it could
+    not add exactly to another."""
+    beyond = f'!isNumeric(?value) && REGEX(STR(?value), "{_UNBOUNDED_LEXICAL[dt]}")'
+    if dt == str(XSD.integer):
+        beyond = f"({beyond}) || (isNumeric(?value) && ABS(?value) >= {_SUMMABLE_LIMIT})"
+    return f"sameTerm(datatype(?value), <{dt}>) && ({beyond})"
 
 
 def _focus_subquery(targets: Iterable[str]) -> str:
