@@ -8,6 +8,7 @@ dspy:LMPart`` accepts every part class.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -68,6 +69,31 @@ def _shape_rules(shapes: Shapes) -> dict[rdflib.term.Node, str]:
 
 _RULES: dict[str, dict[rdflib.term.Node, str]] = {}
 
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_XSD_LEXICAL = {
+    **{_XSD + name: _INTEGER for name in (
+        "integer", "nonNegativeInteger", "positiveInteger", "nonPositiveInteger", "negativeInteger", "long", "int",
+        "short", "byte", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte",
+    )},
+    _XSD + "decimal": re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"),
+    _XSD + "boolean": re.compile(r"true|false|1|0"),
+}  # fmt: skip
+"""The lexical forms XSD allows for the datatypes where rdflib reads more (Python's ``int`` and ``Decimal`` take
+``1_000``, `` 12``, ``١٢``, ``1e5`` and ``NaN``): the fast engine reads literals as XSD does, and so must this one."""
+
+
+def _xsd_term(term: ox.NamedNode | ox.BlankNode | ox.Literal) -> rdflib.term.Node:
+    """The rdflib term of a pyoxigraph term, a literal whose lexical form XSD does not allow for its datatype marked
+    ill-typed (what rdflib does itself for ``"abc"^^xsd:integer``), so that ``sh:datatype`` reports it."""
+    node = rdflib_term(term)
+    if isinstance(term, ox.Literal) and (grammar := _XSD_LEXICAL.get(term.datatype.value)) is not None:
+        if not grammar.fullmatch(term.value) and isinstance(node, rdflib.Literal):
+            # rdflib has no public way to say so; these are the two slots its own ill-typed literals set
+            node._value = None
+            node._ill_typed = True
+    return node
+
 
 def _node_text(node: rdflib.term.Node | None) -> str | None:
     if node is None:
@@ -105,7 +131,7 @@ def _validate(triples: Iterable[tuple], *, trace: str | None, shapes: Shapes) ->
     add = graph.add
     for s, p, o in triples:
         if isinstance(s, (ox.NamedNode, ox.BlankNode)):
-            add((rdflib_term(s), rdflib.URIRef(p.value), rdflib_term(o)))
+            add((rdflib_term(s), rdflib.URIRef(p.value), _xsd_term(o)))
         else:
             add((s, p, o))
     for triple in shapes.classes:
