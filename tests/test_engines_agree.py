@@ -64,3 +64,57 @@ def test_both_engines_read_a_literal_as_xsd_does(written, datatype, form):
     assert fast == reference, (form, fast ^ reference)
     datatype_violation = any(constraint == "DatatypeConstraintComponent" and path_ == f"dspy:{slot}" for _, path_, constraint in fast)
     assert datatype_violation == (GRAMMAR[datatype].fullmatch(form) is None), (form, fast)
+
+
+def _plain_pyshacl(path: Path) -> set[tuple[str, str | None, str]]:
+    """pySHACL with the shipped shapes on the file's one graph as rdflib parses it, every literal as written: no store
+    in between."""
+    import rdflib
+
+    from dspy_rdf.validation.reference import validate_graph_pyshacl
+    from dspy_rdf.validation.shapes import load_shapes
+
+    dataset = rdflib.Dataset()
+    normalize, rdflib.NORMALIZE_LITERALS = rdflib.NORMALIZE_LITERALS, False  # rdflib's parser too rewrites "00" as "0"
+    try:
+        dataset.parse(path, format="nquads")
+    finally:
+        rdflib.NORMALIZE_LITERALS = normalize
+    [graph] = [g for g in dataset.graphs() if len(g)]
+    found = validate_graph_pyshacl(iter(graph), trace=str(graph.identifier), shapes=load_shapes(None))
+    return {(x.focus_node, x.path, x.constraint) for x in found}
+
+
+AS_WRITTEN = {
+    # a datatype SHACL's sh:datatype tells apart and a store makes xsd:integer
+    "nonNegativeInteger": (r'(/lm_call_count> )"(\d+)"\^\^<http://www.w3.org/2001/XMLSchema#integer>', r'\1"\2"^^<http://www.w3.org/2001/XMLSchema#nonNegativeInteger>'),
+    "int": (r'(/input_tokens> )"(\d+)"\^\^<http://www.w3.org/2001/XMLSchema#integer>', r'\1"\2"^^<http://www.w3.org/2001/XMLSchema#int>'),
+    # equal values in other lexical forms, which a store writes in its canonical form
+    "leading zeros": (r'(/position> )"(\d+)"(\^\^<http://www.w3.org/2001/XMLSchema#integer>)', r'\1"0\2"\3'),
+    "boolean 0": (r'(/cache_hit> )"false"', r'\1"0"'),
+    "dateTimeStamp": (r'(/timestamp> )"([^"]+)"\^\^<http://www.w3.org/2001/XMLSchema#dateTime>', r'\1"\2"^^<http://www.w3.org/2001/XMLSchema#dateTimeStamp>'),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(AS_WRITTEN))
+def test_a_file_is_validated_as_written_not_as_a_store_keeps_it(written, tmp_path, edit):
+    """Both engines report on a file what pySHACL reports on the file itself, though a store would keep other forms."""
+    pattern, replacement = AS_WRITTEN[edit]
+    text, count = re.subn(pattern, replacement, written)
+    assert count >= 1, edit
+    path = tmp_path / "edited.nq"
+    path.write_text(text, encoding="utf-8")
+    plain = _plain_pyshacl(path)
+    assert _results(path, Engine.FAST) == _results(path, Engine.PYSHACL) == plain, edit
+    if edit in ("nonNegativeInteger", "int", "dateTimeStamp"):
+        assert any(constraint == "DatatypeConstraintComponent" for _, _, constraint in plain), plain
+
+
+def test_positions_equal_in_value_but_not_in_form_are_as_the_file_writes_them(written, tmp_path):
+    """Two items at positions "0" and "00": one value, two terms; the file is judged as pySHACL judges it."""
+    lines = written.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if '/position> "1"^^' in line)
+    lines[first] = lines[first].replace('"1"^^', '"00"^^')
+    path = tmp_path / "positions.nq"
+    path.write_text("".join(lines), encoding="utf-8")
+    assert _results(path, Engine.FAST) == _results(path, Engine.PYSHACL) == _plain_pyshacl(path)

@@ -180,9 +180,10 @@ def _slices_by_default(graphs: TraceGraphs) -> bool:
 
 
 def _violations_in(rows: list[Row], graphs: TraceGraphs, wanted: set[str], shapes: str | Path | None) -> list[Violation]:
-    """The violations of ``rows`` in the graphs ``wanted``; those of a graph with a number beyond the store's range
-    found by the reference engine instead (see the module docstring)."""
-    beyond = {row[0] for row in rows if row[4] == BEYOND_RANGE}
+    """The violations of ``rows`` in the graphs ``wanted``; those of a graph with a number beyond the store's range,
+    or of a file's graph whose literals the store rewrote, found by the reference engine on its triples as written
+    instead (see the module docstring)."""
+    beyond = {row[0] for row in rows if row[4] == BEYOND_RANGE} | set(graphs.as_written)
     kept = [row for row in rows if row[0] in wanted and row[0] not in beyond]
     found = to_violations(kept, graphs)
     if beyond & wanted:

@@ -38,6 +38,8 @@ UNTRACED_GRAPH_PREFIX = "urn:x-dspy-rdf:untraced:"
 
 _TYPE = ox.NamedNode(v.RDF_TYPE)
 _TRACE = ox.NamedNode(v.class_iri("Trace"))
+_KEPT_AS_IS = frozenset({v.XSD_STRING, v.RDF_JSON, v.RDF + "langString"})
+"""Datatypes whose literals a store keeps as they are written (text): no need to look for a canonical form."""
 
 # A quoted triple (RDF 1.2) as subject or object is kept as an opaque node: it has no IRI that names its trace.
 Triple = tuple[ox.NamedNode | ox.BlankNode | ox.Triple, ox.NamedNode, ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple]
@@ -58,6 +60,10 @@ class TraceGraphs:
     path: Path | None = None
     complete: bool = True
     writable: bool = False
+    as_written: dict[str, list[Triple]] = field(default_factory=dict)
+    """The graphs of a file whose literals the in-memory store rewrote to its canonical forms (``"00"`` to ``"0"``,
+    ``xsd:int`` to ``xsd:integer``, ``"1"^^xsd:boolean`` to ``true``), with their triples as the file holds them:
+    an engine validates these, not the store's forms."""
 
     def label(self, graph: str) -> str | None:
         """The trace a result in ``graph`` is reported in."""
@@ -66,6 +72,8 @@ class TraceGraphs:
     def quads(self, graph: str) -> list[ox.Quad]:
         """The quads of one graph (in that graph)."""
         name = ox.NamedNode(graph)
+        if graph in self.as_written:
+            return [ox.Quad(s, p, o, name) for s, p, o in self.as_written[graph]]
         if self.oxigraph is not None:
             return list(self.oxigraph.quads_for_pattern(None, None, None, name))
         assert self.remote is not None
@@ -153,6 +161,7 @@ class TraceGraphBuilder:
         self._labels: dict[str, str | None] = {}
         self._order: dict[str, None] = {}
         self._untraced = 0
+        self._as_written: dict[str, list[Triple]] = {}
 
     def add_graph(self, name: str | None, triples: list[Triple]) -> None:
         """Add the triples of one input graph (``name`` None: a default graph), cut by trace where needed."""
@@ -190,14 +199,27 @@ class TraceGraphBuilder:
 
     def _add(self, graph: str, label: str | None, triples: list[Triple]) -> None:
         node = ox.NamedNode(graph)
+        earlier = list(self._store.quads_for_pattern(None, None, None, node)) if graph in self._order else []
         self._store.extend(ox.Quad(s, p, o, node) for s, p, o in triples)
+        if graph in self._as_written:
+            self._as_written[graph].extend(triples)
+        elif self._rewritten(node, triples):  # the graph's earlier parts were kept as written: start from them
+            self._as_written[graph] = [(q.subject, q.predicate, q.object) for q in earlier] + list(triples)
         self._labels.setdefault(graph, label)
         self._order.setdefault(graph, None)
+
+    def _rewritten(self, node: ox.NamedNode, triples: list[Triple]) -> bool:
+        """Whether the store keeps a literal of ``triples`` in another form than the input's (its canonical one)."""
+        written = {o for _, _, o in triples if isinstance(o, ox.Literal) and o.datatype.value not in _KEPT_AS_IS}
+        if not written:
+            return False
+        kept = {q.object for q in self._store.quads_for_pattern(None, None, None, node) if isinstance(q.object, ox.Literal)}
+        return not written <= kept
 
     def build(self) -> TraceGraphs:
         """The traces collected, in the order they were first seen."""
         labels = {graph: label for graph, label in self._labels.items() if label != graph}
-        return TraceGraphs(names=list(self._order), labels=labels, oxigraph=self._store)
+        return TraceGraphs(names=list(self._order), labels=labels, oxigraph=self._store, as_written=self._as_written)
 
 
 def dataset_graphs(dataset: ox.Store) -> TraceGraphs:
