@@ -16,7 +16,6 @@ or running the default engine reads no package metadata.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Any
 
 from dspy_rdf.canonical.errors import DspyRdfError
@@ -38,12 +37,16 @@ class PluginError(DspyRdfError):
 
 def plugin_names(group: str) -> list[str]:
     """The names the installed packages register in an entry-point group."""
+    from importlib.metadata import entry_points  # ~18 ms of imports, paid only when a plugin is looked for
+
     return sorted({point.name for point in entry_points(group=group)})
 
 
 def load_plugin(group: str, name: str) -> Any | None:
     """The object an installed package registers under ``name`` in ``group`` (None when none does); a plugin that
     fails to import is a :class:`PluginError` naming it, never a traceback from inside it."""
+    from importlib.metadata import entry_points
+
     for point in entry_points(group=group, name=name):
         try:
             return point.load()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from dspy_rdf.plugins import STORES_GROUP, load_plugin, plugin_names
 from dspy_rdf.store.base import (
     DEFAULT_STORE,
     STATS,
@@ -29,7 +30,6 @@ from dspy_rdf.store.base import (
     term_json,
     term_value,
 )
-from dspy_rdf.plugins import STORES_GROUP, load_plugin, plugin_names
 from dspy_rdf.store.embedded import EmbeddedStore
 
 __all__ = [
