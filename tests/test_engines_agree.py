@@ -1,6 +1,7 @@
-"""The two engines read literals as XSD does, and agree: generated lexical forms of every number and boolean datatype
-the shapes use, put into a trace file as written, give the same results from the fast engine and the pySHACL engine,
-and a datatype violation exactly when XSD's grammar (written here from the XSD 1.1 specification) refuses the form."""
+"""The two engines read literals as XSD does, and agree: generated lexical forms of every number, boolean, date and
+dateTime datatype the shapes use, put into a trace file as written, give the same results from the fast engine and the
+pySHACL engine, and a datatype violation exactly when XSD's grammar (written here from the XSD 1.1 specification)
+refuses the form; start and end times are ordered as XSD orders them, whatever their precision, year or zone."""
 
 from __future__ import annotations
 
@@ -118,3 +119,158 @@ def test_positions_equal_in_value_but_not_in_form_are_as_the_file_writes_them(wr
     path = tmp_path / "positions.nq"
     path.write_text("".join(lines), encoding="utf-8")
     assert _results(path, Engine.FAST) == _results(path, Engine.PYSHACL) == _plain_pyshacl(path)
+
+
+# XSD 1.1 Part 2, 3.3.7 dateTime and 3.3.9 date, written here from the specification: years of four digits or more
+# (no leading zero beyond four, a sign for years before 1 BCE, year 0 allowed), days within their month (proleptic
+# Gregorian leap years), 24:00:00 as the end of a day, seconds below 60 with any number of fraction digits, zones from
+# -14:00 to +14:00
+_YEAR_FORM = r"-?([1-9][0-9]{3,}|0[0-9]{3})"
+_ZONE_FORM = r"(Z|[+-]((0[0-9]|1[0-3]):[0-5][0-9]|14:00))?"
+DATE_TIME_FORM = re.compile(
+    _YEAR_FORM + r"-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})T(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?|24:00:00(\.0+)?)" + _ZONE_FORM
+)
+DATE_FORM = re.compile(_YEAR_FORM + r"-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})" + _ZONE_FORM)
+
+
+def _xsd_valid(form: str, grammar: re.Pattern[str]) -> bool:
+    match = grammar.fullmatch(form)
+    if match is None:
+        return False
+    year, month, day = int(form[: match.start("m") - 1]), int(match["m"]), int(match["d"])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return 1 <= month <= 12 and 1 <= day <= [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+
+
+def _year_text(year: int, padded: bool) -> str:
+    return ("-" if year < 0 else "") + (f"{abs(year):04d}" if padded else str(abs(year)))
+
+
+_years = st.one_of(st.integers(1900, 2100), st.sampled_from([0, 1, 9999, 10000, -1, -4, 2000, 2100, 10**11, 10**15]), st.integers(-20000, 200000))
+_zones = st.sampled_from(["", "Z", "+00:00", "-00:00", "+01:00", "-05:30", "+14:00", "-14:00", "+14:01", "+15:00", "z", "+0100"])
+_fractions = st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=22).map(lambda digits: "." + digits), st.just("."))
+
+
+@st.composite
+def date_time_forms(draw) -> str:
+    """dateTime forms around XSD's edges: every field a little outside its range now and then, long fractions,
+    large and negative years, odd zones, and a few forms Python's parsers take that XSD does not."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from([
+            "2026-01-01 00:00:00Z", "20260101T000000Z", "2026-01-01T00:00Z", "2026-01-01t00:00:00Z", "+2026-01-01T00:00:00Z",
+            "02026-01-01T00:00:00Z", "2026-01-01T00:00:00Z ", "\u0662026-01-01T00:00:00Z", "2026-W01-1T00:00:00Z", "",
+        ]))  # fmt: skip
+    year = draw(_years)
+    return (
+        f"{_year_text(year, draw(st.sampled_from([True, True, True, False])))}-{draw(st.integers(0, 13)):02d}-{draw(st.integers(0, 32)):02d}"
+        f"T{draw(st.integers(0, 25)):02d}:{draw(st.sampled_from([0, 0, 30, 59, 60])):02d}:{draw(st.sampled_from([0, 1, 59, 60])):02d}"
+        f"{draw(_fractions)}{draw(_zones)}"
+    )
+
+
+@pytest.fixture(scope="module")
+def run_written(tmp_path_factory) -> str:
+    """The N-Quads of one recorded program run (its calls have started_at and ended_at), as export writes them."""
+    out = tmp_path_factory.mktemp("agree") / "run.nq"
+    assert cli_main(["export", str(DATA / "crosspath" / "capture.jsonl"), "-o", str(out)]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
+    first_graph = lines[0].rsplit(" ", 2)[-2]
+    return "".join(line for line in lines if line.rstrip().endswith(f"{first_graph} ."))
+
+
+def _with_times(written: str, start: str, end: str) -> str:
+    """``written`` with the first call's started_at and ended_at replaced (the call whose started_at comes first)."""
+    lines = written.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if "/started_at> " in line)
+    subject = lines[first].split(" ", 1)[0]
+    last = next(i for i, line in enumerate(lines) if line.startswith(subject + " ") and "/ended_at> " in line)
+    for index, form in ((first, start), (last, end)):
+        lines[index] = re.sub(r'"[^"]*"(\^\^<[^>]*>)', lambda m: f'"{form}"{m.group(1)}', lines[index])
+    return "".join(lines)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=date_time_forms(), end=date_time_forms())
+def test_both_engines_read_and_order_date_times_as_xsd_does(run_written, start, end):
+    """Start and end times of a call around XSD's edges (nanoseconds, years past 9999 or before 1, a zone on one side
+    only, 24:00:00): the engines agree, and report a datatype violation exactly when XSD's grammar refuses the form."""
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / "edited.nq"
+        path.write_text(_with_times(run_written, start, end), encoding="utf-8")
+        fast, reference = _results(path, Engine.FAST), _results(path, Engine.PYSHACL)
+    assert fast == reference, (start, end, fast ^ reference)
+    for slot, form in (("started_at", start), ("ended_at", end)):
+        reported = any(constraint == "DatatypeConstraintComponent" and path_ == f"dspy:{slot}" for _, path_, constraint in fast)
+        assert reported == (not _xsd_valid(form, DATE_TIME_FORM)), (slot, form, fast)
+
+
+PAIRS = {
+    "one nanosecond before its start": ("2026-01-01T00:00:00.000000001Z", "2026-01-01T00:00:00Z", True),
+    "the same instant in two zones": ("2026-01-01T01:00:00+01:00", "2026-01-01T00:00:00Z", False),
+    "no zone, 14 hours after": ("2026-01-01T14:00:00", "2026-01-01T00:00:00Z", False),
+    "no zone, more than 14 hours after": ("2026-01-01T14:00:01", "2026-01-01T00:00:00Z", True),
+    "no zone, two days after": ("2026-01-03T00:00:00", "2026-01-01T00:00:00Z", True),
+    "after year 9999": ("10000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", True),
+    "before year 1": ("-0001-01-01T00:00:00Z", "-0002-01-01T00:00:00Z", True),
+    "year 0 before year 1": ("0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", False),
+    "beyond the store's fraction digits": ("2026-01-01T00:00:00.0000000000000000002Z", "2026-01-01T00:00:00.0000000000000000001Z", True),
+    "beyond the store's years": ("999999999999999-01-01T00:00:00Z", "2026-01-01T00:00:00Z", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAIRS))
+def test_a_call_ending_before_it_starts_is_found_by_xsd_order(run_written, tmp_path, case):
+    start, end, violation = PAIRS[case]
+    path = tmp_path / "edited.nq"
+    path.write_text(_with_times(run_written, start, end), encoding="utf-8")
+    fast, reference = _results(path, Engine.FAST), _results(path, Engine.PYSHACL)
+    assert fast == reference, fast ^ reference
+    assert not any(constraint == "DatatypeConstraintComponent" for _, _, constraint in fast), fast
+    assert any(path_ == "dspy:ended_at" for _, path_, _ in fast) == violation, fast
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(form=date_time_forms().map(lambda form: form.split("T", 1)[0] + (form[-1] if form.endswith("Z") else "")))
+def test_both_engines_read_a_date_as_xsd_does(written, form):
+    pattern = re.compile(rf'(<https://w3id.org/lmodel/dspy/summary_day> )"[^"]*"(\^\^<{re.escape(XSD + "date")}>)')
+    assert len(pattern.findall(written)) == 1
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / "edited.nq"
+        path.write_text(pattern.sub(lambda m: f'{m.group(1)}"{form}"{m.group(2)}', written), encoding="utf-8")
+        fast, reference = _results(path, Engine.FAST), _results(path, Engine.PYSHACL)
+    assert fast == reference, (form, fast ^ reference)
+    reported = any(constraint == "DatatypeConstraintComponent" and path_ == "dspy:summary_day" for _, path_, constraint in fast)
+    assert reported == (not _xsd_valid(form, DATE_FORM)), (form, fast)
+
+
+_close_forms = st.builds(
+    "{}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}{}{}".format,
+    st.sampled_from(["2025", "2026", "0000", "-0001", "10000"]), st.sampled_from([1, 12]), st.sampled_from([1, 2, 31]),
+    st.sampled_from([0, 9, 10, 13, 14, 23]), st.sampled_from([0, 59]), st.sampled_from([0, 1, 59]), _fractions.filter(lambda f: f != "."),
+    st.sampled_from(["", "", "Z", "+14:00", "-14:00", "+01:00"]),
+)
+"""Valid dateTimes close to each other (within a day or so, around the year's turn), where a zone on one side only
+makes XSD's order indeterminate."""
+
+
+@settings(max_examples=400, deadline=None)
+@given(first=st.one_of(date_time_forms(), _close_forms), second=st.one_of(date_time_forms(), _close_forms))
+def test_the_pyshacl_engines_date_time_order_is_the_stores(first, second):
+    """The exact values and XSD order given to rdflib compare two dateTimes as Oxigraph's SPARQL does (<, >, =; an
+    indeterminate comparison holds in neither direction), wherever the store can read both."""
+    import pyoxigraph as ox
+
+    from dspy_rdf.validation.xsd import xsd_reading
+
+    readings = [xsd_reading(form, XSD + "dateTime") for form in (first, second)]
+    query = (
+        f'SELECT (?a < ?b AS ?lt) (?a > ?b AS ?gt) (?a = ?b AS ?eq) (<{XSD}dateTime>(?a) = ?a AS ?a_ok) (<{XSD}dateTime>(?b) = ?b AS ?b_ok) WHERE {{'
+        f' BIND({ox.Literal(first, datatype=ox.NamedNode(XSD + "dateTime"))} AS ?a) BIND({ox.Literal(second, datatype=ox.NamedNode(XSD + "dateTime"))} AS ?b) }}'
+    )
+    [row] = list(ox.Store().query(query))
+    if row["a_ok"] is None or row["b_ok"] is None:  # beyond the store (the fast engine leaves these to pySHACL) or invalid
+        return
+    assert all(reading is not None and reading[0] for reading in readings), (first, second)
+    a, b = readings[0][1], readings[1][1]  # type: ignore[index]
+    for name, holds in (("lt", a < b), ("gt", a > b), ("eq", a == b)):
+        assert holds == (row[name] is not None and row[name].value == "true"), (first, second, name)

@@ -45,6 +45,7 @@ from rdflib.namespace import RDF, RDFS, SH, XSD
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.validation.shapes import STORE_SELECT as STORE_SELECT_IRI
 from dspy_rdf.validation.shapes import load_shapes, subclass_closure
+from dspy_rdf.validation.xsd import DATE_LEXICAL, DATE_TIME_LEXICAL
 
 __all__ = ["BEYOND_RANGE", "Check", "CompiledShapes", "G", "compile_shapes", "path_text", "wrap_in_graph"]
 
@@ -211,6 +212,17 @@ def _beyond_range(dt: str) -> str:
     if dt == str(XSD.integer):
         beyond = f"({beyond}) || (isNumeric(?value) && ABS(?value) >= {_SUMMABLE_LIMIT})"
     return f"sameTerm(datatype(?value), <{dt}>) && ({beyond})"
+
+
+# The lexical forms of the date and time types, which XSD does not bound (any year, any fraction of a second): a value
+# of such a form the store cannot read (Oxigraph: more than 18 fraction digits, years beyond about 10^11) is valid.
+_DATE_LEXICAL = {str(XSD.dateTime): DATE_TIME_LEXICAL, str(XSD.date): DATE_LEXICAL}
+
+
+def _date_beyond_range(dt: str) -> str:
+    """A value of the date or time type ``dt`` that the store refuses and XSD's grammar takes (one whose day is past
+    its month's end too: the reference engine then reports it)."""
+    return f'sameTerm(datatype(?value), <{dt}>) && {_not(_datatype_ok(dt))} && REGEX(STR(?value), "^{_DATE_LEXICAL[dt]}$")'
 
 
 def _focus_subquery(targets: Iterable[str]) -> str:
@@ -507,6 +519,8 @@ def _datatype_flags(graph: rdflib.Graph, ps) -> list[_Flag]:
     flags = [("DatatypeConstraintComponent", _not(_datatype_ok(str(dt))), message)]
     if str(dt) in _UNBOUNDED_LEXICAL:
         flags.append((BEYOND_RANGE, _beyond_range(str(dt)), ""))
+    if str(dt) in _DATE_LEXICAL:
+        flags.append((BEYOND_RANGE, _date_beyond_range(str(dt)), ""))
     return flags
 
 

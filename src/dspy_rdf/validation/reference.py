@@ -8,7 +8,6 @@ dspy:LMPart`` accepts every part class.
 from __future__ import annotations
 
 import logging
-import re
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from dspy_rdf.rdf.terms import rdflib_term
 from dspy_rdf.validation.report import SH, Severity, Violation, rule_name
 from dspy_rdf.validation.shapes import Shapes
 from dspy_rdf.validation.units import TraceGraphs
+from dspy_rdf.validation.xsd import xsd_reading
 
 __all__ = ["PyshaclEngineError", "validate_graph_pyshacl", "validate_graphs_pyshacl"]
 
@@ -69,29 +69,19 @@ def _shape_rules(shapes: Shapes) -> dict[rdflib.term.Node, str]:
 
 _RULES: dict[str, dict[rdflib.term.Node, str]] = {}
 
-_XSD = "http://www.w3.org/2001/XMLSchema#"
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_XSD_LEXICAL = {
-    **{_XSD + name: _INTEGER for name in (
-        "integer", "nonNegativeInteger", "positiveInteger", "nonPositiveInteger", "negativeInteger", "long", "int",
-        "short", "byte", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte",
-    )},
-    _XSD + "decimal": re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"),
-    _XSD + "boolean": re.compile(r"true|false|1|0"),
-}  # fmt: skip
-"""The lexical forms XSD allows for the datatypes where rdflib reads more (Python's ``int`` and ``Decimal`` take
-``1_000``, `` 12``, ``١٢``, ``1e5`` and ``NaN``): the fast engine reads literals as XSD does, and so must this one."""
-
-
-def _xsd_term(term: ox.NamedNode | ox.BlankNode | ox.Literal) -> rdflib.term.Node:
-    """The rdflib term of a pyoxigraph term, a literal whose lexical form XSD does not allow for its datatype marked
-    ill-typed (what rdflib does itself for ``"abc"^^xsd:integer``), so that ``sh:datatype`` reports it."""
-    node = rdflib_term(term)
-    if isinstance(term, ox.Literal) and (grammar := _XSD_LEXICAL.get(term.datatype.value)) is not None:
-        if not grammar.fullmatch(term.value) and isinstance(node, rdflib.Literal):
-            # rdflib has no public way to say so; these are the two slots its own ill-typed literals set
-            node._value = None
-            node._ill_typed = True
+def _xsd_term(term: ox.NamedNode | ox.BlankNode | ox.Literal | rdflib.term.Node) -> rdflib.term.Node:
+    """The rdflib term of a term, a literal read as XSD reads it (see ``xsd``): a form XSD refuses marked ill-typed
+    (what rdflib does itself for ``"abc"^^xsd:integer``), so that ``sh:datatype`` reports it, and a date or dateTime
+    given its exact value and XSD's order."""
+    node = term if isinstance(term, rdflib.term.Node) else rdflib_term(term)
+    if isinstance(node, rdflib.Literal) and node.datatype is not None:
+        reading = xsd_reading(str(node), str(node.datatype))
+        if reading is not None:
+            well_typed, value = reading
+            if not well_typed or value is not None:
+                # rdflib has no public way to say so; these are the two slots its own ill-typed literals set
+                node._ill_typed = not well_typed
+                node._value = value
     return node
 
 
@@ -133,7 +123,7 @@ def _validate(triples: Iterable[tuple], *, trace: str | None, shapes: Shapes) ->
         if isinstance(s, (ox.NamedNode, ox.BlankNode)):
             add((rdflib_term(s), rdflib.URIRef(p.value), _xsd_term(o)))
         else:
-            add((s, p, o))
+            add((s, p, _xsd_term(o)))
     for triple in shapes.classes:
         add(triple)
     try:
