@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import quote
 
 import dspy
 import pyoxigraph as ox
@@ -65,9 +66,10 @@ def test_everything_the_final_answer_of_a_react_run_was_derived_from(store, capt
     iri = trace_iri(trace)
     lm_calls = [(n, c) for n, c in enumerate(trace.calls) if isinstance(c, m.LMCall)]
     last, _ = lm_calls[-1]
-    # ground truth: the messages every LM call up to the last one read, and the LM responses that decided each tool
-    # execution before it
+    # ground truth: the requests and messages every LM call up to the last one read, and the LM responses that decided
+    # each tool execution before it
     expected = {f"{iri}/call/{n}/entry/request/message/{k}" for n, c in lm_calls for k in range(len(c.entry.request.messages))}
+    expected |= {f"{iri}/call/{n}/entry/request" for n, _ in lm_calls}
     expected |= {f"{iri}/call/{c.decided_by}/entry/response" for n, c in enumerate(trace.calls) if isinstance(c, m.ToolExecution) and n < last}
     assert len(expected) > 8
     query = f"""PREFIX prov: <{PROV}>
@@ -121,6 +123,8 @@ def _broken_views(triples: list[ox.Triple]) -> dict[str, list[ox.Triple]]:
     generated = next(t for t in triples if t.predicate.value == PROV + "wasGeneratedBy")
     used = next(t for t in triples if t.predicate.value == PROV + "used")
     associated = next(t for t in triples if t.predicate.value == PROV + "wasAssociatedWith")
+    derived = next(t for t in triples if t.predicate.value == PROV + "wasDerivedFrom")
+    association = next(t for t in triples if t.predicate.value == PROV + "qualifiedAssociation")
     other_activity = next(t.subject for t in triples if t.predicate.value == start and t.subject != generated.object)
     # an activity besides the one each informed activity names (the triples come in the store's order, which differs
     # from run to run: the first activity found may be that very one, and adding it again would change nothing)
@@ -144,6 +148,12 @@ def _broken_views(triples: list[ox.Triple]) -> dict[str, list[ox.Triple]]:
         "used something that is not an entity": [t for t in triples if not (t.subject == used.object and t.object == ox.NamedNode(PROV + "Entity"))],
         "associated with something that is not an agent": triples + [ox.Triple(associated.subject, associated.predicate, used.object)],
         "an agent without a name": [t for t in triples if t.predicate.value != "http://www.w3.org/2000/01/rdf-schema#label"],
+        "an agent not stated to be a prov:Agent": [t for t in triples if t.object != ox.NamedNode(PROV + "Agent")],
+        "a derived node that is not an entity": [t for t in triples if not (t.subject == derived.subject and t.object == ox.NamedNode(PROV + "Entity"))],
+        "derived from something that is not an entity": triples + [ox.Triple(derived.subject, derived.predicate, generated.object)],
+        "an association without its agent": [t for t in triples if not (t.subject == association.object and t.predicate.value == PROV + "agent")],
+        "an association without a role": [t for t in triples if not (t.subject == association.object and t.predicate.value == PROV + "hadRole")],
+        "a qualified association that is not one": triples + [ox.Triple(association.subject, association.predicate, used.object)],
     }
 
 
@@ -198,10 +208,105 @@ def test_the_schema_prov_mappings_say_what_the_view_does(store):
     view = PROV_VIEW.read_text(encoding="utf-8")
     followed = set(re.findall(r"dspy:(\w+)", view)) - set(class_terms)
     relation = {"messages": "used", "request": "used", "response": "generated", "answers": "used", "decided_by": "wasInformedBy",
-                "tool_result": "generated", "model": "wasAssociatedWith", "module_class": "wasAssociatedWith",
+                "tool_result": "generated", "model": "wasAssociatedWith", "module_class": "wasAssociatedWith", "tool_name": "wasAssociatedWith",
                 "started_at": "startedAtTime", "ended_at": "endedAtTime", "timestamp": "endedAtTime"}  # fmt: skip
     for slot, term in relation.items():
         assert slot in followed and term in slot_terms[slot], slot
+
+
+GENERIC_QUERIES = {
+    # what generated this entity, and which agents were associated with that activity
+    "what generated X": "SELECT ?activity ?agent WHERE { <X> prov:wasGeneratedBy ?activity . ?activity prov:wasAssociatedWith ?agent }",
+    # what did this agent do, in order
+    "what did agent A do": "SELECT ?activity ?start WHERE { ?activity prov:wasAssociatedWith <A> ; prov:startedAtTime ?start } ORDER BY ?start",
+    # everything this entity was made from, step by step
+    "the chain of derivation": "SELECT ?source WHERE { <X> prov:wasDerivedFrom+ ?source }",
+}
+"""The generic PROV queries the README shows, written with PROV-O terms only (no dspy: term, no reasoner)."""
+
+
+def _generic(memory: ox.Store, name: str, **bound: str) -> list[dict[str, str]]:
+    text = GENERIC_QUERIES[name]
+    for variable, iri in bound.items():
+        text = text.replace(f"<{variable}>", f"<{iri}>")
+    solutions = memory.query(f"PREFIX prov: <{PROV}> {text}")
+    names = [variable.value for variable in solutions.variables]
+    return [{name: row[name].value for name in names if row[name] is not None} for row in solutions]
+
+
+def _derivations(trace: m.Trace, iri: str) -> dict[str, set[str]]:
+    """What each entity of a recorded run was made from, from the model (not from RDF): a response and its tool-call
+    parts from the request, a tool result from the part it answered (or the response that decided it), and the request
+    of an LM call that follows a tool execution from that execution's result."""
+    made_from: dict[str, set[str]] = {}
+    previous: m.Call | None = None
+    for n, call in enumerate(trace.calls):
+        if isinstance(call, m.LMCall):
+            request = f"{iri}/call/{n}/entry/request"
+            made_from.setdefault(f"{iri}/call/{n}/entry/response", set()).add(request)
+            for o, output in enumerate(call.entry.response.outputs if call.entry.response else []):
+                for p, part in enumerate(output.parts):
+                    if part.part_type == "tool_call":
+                        made_from.setdefault(f"{iri}/call/{n}/entry/response/output/{o}/part/{p}", set()).add(request)
+            if isinstance(previous, m.ToolExecution) and previous.tool_result is not None:
+                made_from.setdefault(request, set()).add(f"{iri}/call/{trace.calls.index(previous)}/tool_result")
+        if isinstance(call, m.ToolExecution) and call.tool_result is not None:
+            source = part_ref_iri(iri, call.answers) if call.answers is not None else f"{iri}/call/{call.decided_by}/entry/response"
+            made_from.setdefault(f"{iri}/call/{n}/tool_result", set()).add(source)
+        if isinstance(call, (m.LMCall, m.ToolExecution)):
+            previous = call
+    return made_from
+
+
+@pytest.mark.parametrize("run", ["react", "native"])
+def test_generic_prov_queries_answer_without_the_dspy_vocabulary_or_a_reasoner(store, captured, run):
+    trace = captured[run]
+    iri = trace_iri(trace)
+    memory = with_view(store, iri)
+    activities = {r["a"].value for r in memory.query(f"SELECT ?a WHERE {{ ?a a <{PROV}Activity> }}")}
+    assert activities == {f"{iri}/call/{n}" for n in range(len(trace.calls))}
+    # agents are prov:Agent as stated, not only as subclasses: the program, the model, each tool
+    agents = {r["a"].value for r in memory.query(f"SELECT ?a WHERE {{ ?a a <{PROV}Agent> }}")}
+    tools = {c.tool_call.name for c in trace.calls if isinstance(c, m.ToolExecution)}
+    root = next(c for c in trace.calls if isinstance(c, m.ModuleCall) and c.parent_call is None)
+    program = "urn:dspy-rdf:program:" + quote(root.module_class, safe="-._~")  # as SPARQL's ENCODE_FOR_URI writes a name
+    models = {quote(c.entry.request.model, safe="-._~") for c in trace.calls if isinstance(c, m.LMCall)}
+    assert agents == {program} | {"urn:dspy-rdf:model:" + name for name in models} | {"urn:dspy-rdf:tool:" + quote(t, safe="-._~") for t in tools}
+    # what did the program do: every activity of the run, in order of start
+    done = _generic(memory, "what did agent A do", A=program)
+    assert {row["activity"] for row in done} == activities
+    assert [row["start"] for row in done] == sorted(row["start"] for row in done)
+    # every association is qualified with its agent and a role
+    associations = {(r["a"].value, r["agent"].value) for r in memory.query(f"SELECT ?a ?agent WHERE {{ ?a <{PROV}wasAssociatedWith> ?agent }}")}
+    qualified = {(r["a"].value, r["agent"].value): r["role"].value for r in memory.query(
+        f"SELECT ?a ?agent ?role WHERE {{ ?a <{PROV}qualifiedAssociation> [ <{PROV}agent> ?agent ; <{PROV}hadRole> ?role ] }}")}  # fmt: skip
+    assert set(qualified) == associations and len(associations) > len(activities)
+    assert set(qualified.values()) == {"urn:dspy-rdf:role:program", "urn:dspy-rdf:role:language-model", "urn:dspy-rdf:role:tool"}
+    # what generated the answer: the last LM call, by the model on behalf of the program
+    last = max(n for n, c in enumerate(trace.calls) if isinstance(c, m.LMCall))
+    generated = _generic(memory, "what generated X", X=f"{iri}/call/{last}/entry/response")
+    assert {row["activity"] for row in generated} == {f"{iri}/call/{last}"} and program in {row["agent"] for row in generated}
+    # the chain of derivation from what the run made last (the answer, or the last tool's result) reaches back to the
+    # first request, exactly as the run made it
+    made_from = _derivations(trace, iri)
+    final = max(n for n, c in enumerate(trace.calls) if isinstance(c, (m.LMCall, m.ToolExecution)))
+    made_last = f"{iri}/call/{final}/entry/response" if final == last else f"{iri}/call/{final}/tool_result"
+    expected: set[str] = set()
+    frontier = [made_last]
+    while frontier:
+        for source in made_from.get(frontier.pop(), ()):
+            if source not in expected:
+                expected.add(source)
+                frontier.append(source)
+    first = min(n for n, c in enumerate(trace.calls) if isinstance(c, m.LMCall))
+    assert f"{iri}/call/{first}/entry/request" in expected and len(expected) >= (9 if run == "react" else 2)
+    assert {row["source"] for row in _generic(memory, "the chain of derivation", X=made_last)} == expected
+
+
+def test_the_readme_shows_the_generic_prov_queries_as_tested():
+    readme = (schema_path().parents[1] / "README.md").read_text(encoding="utf-8")
+    for text in GENERIC_QUERIES.values():
+        assert text in readme, text
 
 
 def test_the_cli_writes_each_view_into_its_own_graph(tmp_path, captured):

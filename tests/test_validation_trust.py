@@ -133,10 +133,12 @@ def test_nothing_validated_is_said_and_is_not_success(tmp_path, capsys, engine, 
         argv = [str(path)]
     code = cli_main(["validate", *argv, "--engine", engine])
     captured = capsys.readouterr()
-    assert code == 1
-    assert captured.out.startswith("nothing validated") and "nothing was validated" in captured.err
-    code, doc = validate(capsys, engine, *argv)
-    assert code == 1 and doc["nothing_validated"] is True and doc["traces_validated"] == 0
+    where = f"the store at {location}" if what == "store" else str(path)
+    assert code == 1 and captured.out == ""
+    assert captured.err == f"error: no traces and no PROV views in {where}: found no data\n"
+    code = cli_main(["validate", *argv, "--engine", engine, "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 1 and captured.out == "" and "no traces and no PROV views" in captured.err  # no report "conforms"
 
 
 def test_an_ill_formed_integer_is_a_datatype_violation_not_a_crash(tmp_path, capsys, engine):

@@ -400,16 +400,24 @@ def run_validate(args: argparse.Namespace) -> int:
         from dspy_rdf.store import open_store
 
         with open_store(args.store or None, read_only=True) as store:
+            where = f"the store at {store.location}"
+
             def total() -> int:
                 return len(traces) if traces is not None else len(store.trace_iris())
 
             with progress_bar(total, unit=" traces", desc="validating") as progress:
                 report = validate_store(store, traces=traces, engine=engine, progress=progress, slices=args.slices, redactor=redactor)
     else:
+        where = ", ".join(str(path) for path in args.files)
         report = validate_files(
             args.files, traces=traces, engine=engine, base=args.base, redactor=redactor, source_format=args.source_format,
             fill_model=args.fill_model, fill_timestamp=args.fill_timestamp, on_skip=skip,
         )
+    nothing = report.nothing_found(where)
+    if nothing is not None and not report.violations:  # never a report that "conforms" on nothing
+        more = f" ({len(skipped)} bad input(s) skipped)" if skipped else ""
+        print(f"error: {nothing}{more}", file=sys.stderr)
+        return 1
     if args.format == "json":
         print(report.to_json())
     elif args.format == "ttl":
@@ -418,10 +426,8 @@ def run_validate(args: argparse.Namespace) -> int:
         print(report.to_text())
     if skipped:
         print(f"skipped {len(skipped)} bad input(s)", file=sys.stderr)
-    if report.validated == 0:
-        print("error: nothing was validated (no traces in the input)", file=sys.stderr)
-    elif not report.traces:
-        print("error: no trace was found in the input (no dspy:Trace node)", file=sys.stderr)
+    if nothing is not None:
+        print(f"error: {nothing}", file=sys.stderr)
     return 1 if report.fails(Severity(args.fail_on.capitalize())) or skipped else 0
 
 

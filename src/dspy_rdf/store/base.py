@@ -414,6 +414,23 @@ class TraceStore(ABC):
             found += self._graph_names(f"VALUES ?g {{ {batch} }} GRAPH ?g {{ ?node a ?class }} FILTER(STRSTARTS(STR(?class), \"{v.DSPY}\"))")
         return found
 
+    def graph_names(self) -> list[str]:
+        """Names of every named graph of the store, sorted: its traces, and any other graph (PROV-O views written
+        beside them, a server's own graphs)."""
+        return self._graph_names(self.all_graphs_pattern)
+
+    def graphs_using(self, names: list[str], namespace: str) -> list[str]:
+        """Which of these graphs hold a triple whose predicate, or whose class (``rdf:type``), is in ``namespace``."""
+        prefix = ox.Literal(namespace)
+        found: list[str] = []
+        for start in range(0, len(names), _VALUES_BATCH):
+            batch = " ".join(f"<{name}>" for name in names[start:start + _VALUES_BATCH])
+            found += self._graph_names(
+                f"VALUES ?g {{ {batch} }} GRAPH ?g {{ ?s ?p ?o }} "
+                f"FILTER(STRSTARTS(STR(?p), {prefix}) || (?p = <{v.RDF_TYPE}> && isIRI(?o) && STRSTARTS(STR(?o), {prefix})))"
+            )
+        return sorted(found)
+
     def _graphs_without_trace_nodes(self) -> list[str]:
         """The named graphs that hold no ``dspy:Trace`` node (a server's own graphs, broken or hand-made traces)."""
         trace = v.class_iri("Trace")

@@ -12,6 +12,9 @@ return the same :class:`ValidationReport`:
   hundreds of times faster than pySHACL;
 - :attr:`Engine.PYSHACL`: pySHACL over each trace (:mod:`dspy_rdf.validation.reference`), the reference.
 
+PROV-O views of traces (graphs ``<trace IRI>/prov``, as ``dspy-rdf prov`` writes them) found in an input are
+validated too, with the PROV shapes (:mod:`dspy_rdf.validation.views`), and reported in the same report.
+
 Both implement :class:`ValidationEngine` (:mod:`dspy_rdf.validation.engines`), as an engine of another package does:
 ``engine=`` takes a built-in engine, the name of a registered or installed one, or an engine object.
 
@@ -56,6 +59,7 @@ from dspy_rdf.validation.reference import PyshaclEngineError
 from dspy_rdf.validation.report import Severity, ValidationReport, Violation, merge_reports, node_label, rule_name
 from dspy_rdf.validation.shapes import CLASSES_FILE, RULES_FILE, SHAPES_FILE
 from dspy_rdf.validation.units import TraceGraphBuilder, TraceGraphs, dataset_graphs, store_graphs
+from dspy_rdf.validation.views import validate_views
 
 if TYPE_CHECKING:
     from dspy_rdf.canonical.model import SourceFormat
@@ -99,22 +103,32 @@ def _run(
     slices: bool | None = None,
     workers: int = 2,
 ) -> ValidationReport:
+    """Validate each part: traces with the chosen engine, PROV-O views with the PROV shapes."""
     chosen = engine_for(engine)
     reports = []
     for graphs in parts:
-        found = chosen.validate(graphs, shapes=shapes, progress=progress, slices=slices, workers=workers)
+        if graphs.prov:
+            found = validate_views(graphs, progress=None)  # progress counts traces: views are not among them
+            views = tuple(graphs.label(name) or name for name in graphs.names)
+            reports.append(ValidationReport(violations=tuple(found), views=views))
+            continue
+        found = chosen.validate(graphs, shapes=shapes, progress=progress, slices=slices, workers=workers) if graphs.names else []
         traces, untraced = graphs.traces()
-        reports.append(ValidationReport(violations=tuple(found), traces=tuple(traces), untraced_graphs=untraced))
+        reports.append(ValidationReport(violations=tuple(found), traces=tuple(traces), untraced_graphs=untraced, other_graphs=graphs.other_graphs))
     return merge_reports(reports)
 
 
-def _selected(graphs: TraceGraphs, traces: list[str] | None) -> TraceGraphs:
+def _selected(parts: list[TraceGraphs], traces: list[str] | None) -> list[TraceGraphs]:
+    """The parts with only the traces (or views) ``traces`` kept; a name that is in none is a ``ValueError``."""
     if traces is not None:
-        missing = graphs.select(traces)
+        missing = set(traces)
+        for graphs in parts:
+            missing &= set(graphs.select(traces))
         if missing:
-            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise ValueError(f"no trace {missing[0]} in the input{more}")
-    return graphs
+            ordered = [name for name in dict.fromkeys(traces) if name in missing]
+            more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
+            raise ValueError(f"no trace {ordered[0]} in the input{more}")
+    return parts
 
 
 def validate_traces(
@@ -153,7 +167,7 @@ def validate_graph(
             builder.add_graph(str(context.identifier) if named else None, triples)  # type: ignore[arg-type]
     else:
         builder.add_graph(None, [tuple(oxigraph_term(t, blank_nodes) for t in triple) for triple in graph])  # type: ignore[misc]
-    return _run([builder.build()], engine=engine, shapes=shapes, progress=None).redacted(redactor)
+    return _run(builder.parts(), engine=engine, shapes=shapes, progress=None).redacted(redactor)
 
 
 def validate_dataset(
@@ -166,9 +180,10 @@ def validate_dataset(
     redactor: Redactor | None = None,
 ) -> ValidationReport:
     """Validate a pyoxigraph dataset held in memory (parsed N-Quads, TriG, Turtle, ...): each named graph is a trace
-    (cut when it holds several), the default graph is cut by trace. ``traces`` selects some traces by IRI."""
-    graphs = _selected(dataset_graphs(dataset), traces)
-    return _run([graphs], engine=engine, shapes=shapes, progress=progress).redacted(redactor)
+    (cut when it holds several) or a PROV-O view, the default graph is cut by trace. ``traces`` selects some traces
+    (or views) by IRI."""
+    parts = _selected(dataset_graphs(dataset), traces)
+    return _run(parts, engine=engine, shapes=shapes, progress=progress).redacted(redactor)
 
 
 def validate_store(
@@ -182,7 +197,8 @@ def validate_store(
     shapes: str | Path | None = None,
     redactor: Redactor | None = DEFAULT_REDACTOR,
 ) -> ValidationReport:
-    """Validate the traces of a store (every graph that holds one, or the trace IRIs ``traces``).
+    """Validate the traces of a store (every graph that holds one, or the trace IRIs ``traces``) and its PROV-O
+    views (graphs ``<trace IRI>/prov``, or using the PROV-O namespace, beside the traces; chosen by ``traces`` too).
 
     The fast engine runs inside the store (two worker processes on an embedded store; ``slices`` chooses between
     whole-store queries and slices of 1,000 traces copied into memory, see
@@ -223,8 +239,9 @@ def validate_files(
 ) -> ValidationReport:
     """Validate files as ``dspy-rdf validate`` does: JSON and JSON Lines traces (any shape ``export`` reads) exported
     as ``export`` would (redacted, the same trace IRIs); RDF files (``.ttl``, ``.nt``, ``.nq``, ``.trig``,
-    ``.jsonld``) as they are, cut by trace. A bad JSON trace is passed to ``on_skip`` (raised without it); a file
-    that cannot be read raises ``FileNotFoundError`` or ``ValueError`` naming it."""
+    ``.jsonld``) as they are, cut by trace, and the PROV-O views in them (``dspy-rdf prov``) with the PROV shapes. A
+    bad JSON trace is passed to ``on_skip`` (raised without it); a file that cannot be read raises
+    ``FileNotFoundError`` or ``ValueError`` naming it."""
     from dspy_rdf.inputs import JSONL_SUFFIXES, RDF_SUFFIXES, read_traces
     from dspy_rdf.rdf.formats import RdfFormat, encode_trace
 
@@ -259,5 +276,5 @@ def validate_files(
             builder.add_quads(ox.parse(raw if raw is not None else path.read_bytes(), fmt))
         except SyntaxError as exc:
             raise ValueError(f"{path}: not valid RDF: {exc}") from None
-    graphs = _selected(builder.build(), traces)
-    return _run([graphs], engine=engine, shapes=shapes, progress=progress).redacted(redactor)
+    parts = _selected(builder.parts(), traces)
+    return _run(parts, engine=engine, shapes=shapes, progress=progress).redacted(redactor)

@@ -5,6 +5,10 @@ trace it is in, the node as a path a person can follow (``entry 0 â€º request â€
 shape's local name: ``LMResponse`` for a generated shape, ``ToolResultAnswersCall`` for a hand-written rule), the
 property, the value, the constraint component, the severity and the message. A :class:`ValidationReport` groups them
 (:meth:`~ValidationReport.by_trace`) and renders them as text, JSON or a SHACL validation report graph in Turtle.
+
+A result in a PROV-O view of a trace (a graph ``<trace IRI>/prov``, checked with the PROV shapes) is a
+:class:`Violation` like any other, its ``trace`` the view's graph: the report lists the views it validated
+(:attr:`ValidationReport.views`) and shows their results as those of a PROV view.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["Severity", "ValidationReport", "Violation", "node_label", "rule_name"]
 
 SH = rdflib.Namespace("http://www.w3.org/ns/shacl#")
+PROV_SHAPES_NAMESPACE = "https://w3id.org/lmodel/dspy/prov-shapes/"
+"""The namespace of the shapes of PROV-O views (``shapes/prov/prov.shacl.ttl``)."""
 
 
 class Severity(enum.StrEnum):
@@ -141,17 +147,21 @@ def _order(x: Violation) -> tuple:
 @dataclass(frozen=True, slots=True)
 class ValidationReport:
     """The outcome of validating traces: every result found (:attr:`violations`, any severity, sorted), the traces
-    validated (:attr:`traces`) and how many graphs of triples outside any trace were validated on their own
-    (:attr:`untraced_graphs`).
+    validated (:attr:`traces`), the PROV-O views validated (:attr:`views`, the names of their graphs), how many
+    graphs of triples outside any trace were validated on their own (:attr:`untraced_graphs`) and how many graphs
+    of a store held neither a trace nor a view and were not validated (:attr:`other_graphs`).
 
     :attr:`conforms` is true when no result has severity Violation (warnings do not break a record);
-    :meth:`fails` applies another threshold. A report that validated no trace (nothing at all, or only triples outside
-    any trace) conforms, as SHACL says of an empty graph, but :meth:`fails` and the text say that no trace was found.
+    :meth:`fails` applies another threshold. A report that validated no trace and no view (nothing at all, or only
+    triples outside any trace) conforms, as SHACL says of an empty graph, but :meth:`fails` is true and the text says
+    what the input held instead (:meth:`nothing_found`).
     """
 
     violations: tuple[Violation, ...]
     traces: tuple[str, ...] = ()
     untraced_graphs: int = 0
+    views: tuple[str, ...] = ()
+    other_graphs: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "violations", tuple(sorted(self.violations, key=_order)))
@@ -163,8 +173,8 @@ class ValidationReport:
 
     @property
     def validated(self) -> int:
-        """How many traces (and graphs outside any trace) were validated."""
-        return len(self.traces) + self.untraced_graphs
+        """How many traces, PROV-O views and graphs outside any trace were validated."""
+        return len(self.traces) + len(self.views) + self.untraced_graphs
 
     def counts(self) -> dict[Severity, int]:
         """The number of results of each severity (every severity present, 0 when none)."""
@@ -172,12 +182,25 @@ class ValidationReport:
         return {s: found.get(s, 0) for s in Severity}
 
     def fails(self, threshold: Severity = Severity.VIOLATION) -> bool:
-        """Whether a result of ``threshold``'s severity or higher was found, or no trace was validated at all."""
-        return not self.traces or any(x.severity.rank >= threshold.rank for x in self.violations)
+        """Whether a result of ``threshold``'s severity or higher was found, or no trace and no view was validated."""
+        return not (self.traces or self.views) or any(x.severity.rank >= threshold.rank for x in self.violations)
+
+    def nothing_found(self, where: str = "the input") -> str | None:
+        """One line saying what ``where`` (``"prov.nq"``, ``"the store at ..."``) held instead of traces and PROV
+        views, when no trace and no view was validated; None when one was."""
+        if self.traces or self.views:
+            return None
+        others = self.untraced_graphs + self.other_graphs
+        if not others:
+            return f"no traces and no PROV views in {where}: found no data"
+        found = f"found {others} graph{'s' if others > 1 else ''} of other data (no dspy:Trace node, no PROV-O triples)"
+        if self.violations:
+            found += f"; checked on their own with the trace shapes: {len(self.violations)} result(s)"
+        return f"no traces and no PROV views in {where}: {found}"
 
     def __str__(self) -> str:
         if not self.violations:
-            return "conforms" if self.traces else "no trace validated"
+            return "conforms" if self.traces or self.views else "no trace or PROV view validated"
         return "\n".join(str(x) for x in self.violations)
 
     def by_trace(self) -> dict[str | None, list[Violation]]:
@@ -188,30 +211,42 @@ class ValidationReport:
         return groups
 
     def summary(self) -> str:
-        """One line: what was validated and what was found."""
-        if self.validated == 0:
-            return "nothing validated: the input holds no traces (no triples, or none of the selected traces)"
-        if not self.traces:
-            found = f"{len(self.violations)} result(s) in them" if self.violations else "no result in them"
-            return (f"no trace found: the input holds {self.untraced_graphs} graph(s) of triples but no dspy:Trace node "
-                    f"(checked on their own: {found})")
-        what = f"{len(self.traces)} trace(s)"
-        if self.untraced_graphs:
-            what += f" and {self.untraced_graphs} graph(s) of triples outside any trace"
+        """One line: what was validated (traces, and PROV views when there were any) and what was found."""
+        nothing = self.nothing_found()
+        if nothing is not None:
+            return nothing
         counts = self.counts()
-        if not self.violations:
-            return f"conforms: {what}, no violations"
-        found = ", ".join(f"{n} {s.value.lower()}(s)" for s, n in counts.items() if n)
-        groups = len(self.by_trace())
         verdict = "does not conform" if not self.conforms else "conforms"
-        return f"{verdict}: {found} in {groups} of {what}"
+        found = ", ".join(f"{n} {s.value.lower()}(s)" for s, n in counts.items() if n)
+        if not self.views:
+            what = f"{len(self.traces)} trace(s)"
+            if self.untraced_graphs:
+                what += f" and {self.untraced_graphs} graph(s) of triples outside any trace"
+            return f"conforms: {what}, no violations" if not self.violations else f"{verdict}: {found} in {len(self.by_trace())} of {what}"
+        # with views, each kind counted on its own: "1 of 3 PROV view(s)"
+        views = set(self.views)
+        groups = self.by_trace()
+        kinds = [
+            (sum(1 for g in groups if g is not None and g not in views), len(self.traces), "trace(s)"),
+            (sum(1 for g in groups if g in views), len(self.views), "PROV view(s)"),
+            (1 if None in groups else 0, self.untraced_graphs, "graph(s) of triples outside any trace"),
+        ]
+        if not self.violations:
+            counted = [f"{total} {noun}" for _, total, noun in kinds if total or noun == "trace(s)"]
+            return f"conforms: {_and(counted)}, no violations"
+        counted = [f"{hit} of {total} {noun}" for hit, total, noun in kinds if total]
+        if not self.traces:
+            counted.append("0 trace(s)")
+        return f"{verdict}: {found} in {_and(counted)}"
 
     def to_text(self) -> str:
-        """Plain words: the summary, then the results grouped by trace and, within a trace, by rule."""
+        """Plain words: the summary, then the results grouped by trace (or PROV view) and, within one, by rule."""
         lines = [self.summary()]
+        views = set(self.views)
         for trace, found in self.by_trace().items():
             lines.append("")
-            lines.append(f"trace {one_line(trace)}" if trace is not None else "outside any trace")
+            kind = "PROV view" if trace in views else "trace"
+            lines.append(f"{kind} {one_line(trace)}" if trace is not None else "outside any trace")
             by_rule: dict[str, list[Violation]] = {}
             for x in found:
                 by_rule.setdefault(x.rule or x.constraint, []).append(x)
@@ -221,7 +256,7 @@ class ValidationReport:
                 for x in items:
                     lines.append(f"    - at {one_line(x.node)}" + (f" <{one_line(x.focus_node)}>" if x.node != x.focus_node else ""))
                     if trace is not None:
-                        lines.append(f"      trace: {trace}")
+                        lines.append(f"      {kind}: {one_line(trace)}")
                     if x.path:
                         lines.append(f"      property: {x.path}")
                     if x.value is not None:
@@ -230,11 +265,15 @@ class ValidationReport:
         return "\n".join(lines)
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        """The report as JSON: ``conforms``, counts per severity, and the results grouped by trace."""
+        """The report as JSON: ``conforms``, counts per severity, and the results grouped by trace and by PROV view
+        (a result's ``trace`` is the graph it is in: a trace, or a view)."""
         counts = self.counts()
+        views = set(self.views)
+        groups = self.by_trace()
         doc = {
             "conforms": self.conforms,
             "traces_validated": len(self.traces),
+            "prov_views_validated": len(self.views),
             "untraced_graphs_validated": self.untraced_graphs,
             "nothing_validated": self.validated == 0,
             "violation_count": counts[Severity.VIOLATION],
@@ -242,7 +281,11 @@ class ValidationReport:
             "info_count": counts[Severity.INFO],
             "traces": [
                 {"trace": trace, "result_count": len(found), "results": [x.to_dict() for x in found]}
-                for trace, found in self.by_trace().items()
+                for trace, found in groups.items() if trace not in views
+            ],
+            "prov_views": [
+                {"view": view, "result_count": len(found), "results": [x.to_dict() for x in found]}
+                for view, found in groups.items() if view in views
             ],
         }
         return json.dumps(doc, indent=indent, ensure_ascii=False)
@@ -254,6 +297,7 @@ class ValidationReport:
         report = rdflib.BNode()
         graph.add((report, rdflib.RDF.type, SH.ValidationReport))
         graph.add((report, SH.conforms, rdflib.Literal(not self.violations)))
+        views = set(self.views)
         for x in self.violations:
             result = rdflib.BNode()
             graph.add((report, SH.result, result))
@@ -267,7 +311,12 @@ class ValidationReport:
             graph.add((result, SH.resultSeverity, SH[x.severity.value]))
             graph.add((result, SH.resultMessage, rdflib.Literal(x.message)))
             if x.rule:
-                shape = RULES_NAMESPACE + x.rule if x.constraint == "SPARQLConstraintComponent" else v.DSPY + x.rule
+                if x.trace in views:
+                    shape = PROV_SHAPES_NAMESPACE + x.rule
+                elif x.constraint == "SPARQLConstraintComponent":
+                    shape = RULES_NAMESPACE + x.rule
+                else:
+                    shape = v.DSPY + x.rule
                 graph.add((result, SH.sourceShape, rdflib.URIRef(shape)))
         return graph
 
@@ -278,6 +327,9 @@ class ValidationReport:
         for prefix, namespace in v.PREFIXES.items():
             graph.bind(prefix, namespace)
         graph.bind("dspyrule", RULES_NAMESPACE)
+        if self.views:
+            graph.bind("prov", "http://www.w3.org/ns/prov#")
+            graph.bind("dspyprov", PROV_SHAPES_NAMESPACE)
         return graph.serialize(format="turtle")
 
     def redacted(self, redactor: Redactor | None) -> ValidationReport:
@@ -291,19 +343,30 @@ class ValidationReport:
             value = None if x.value is None else redactor.redact_term_text(x.value)
             message = redactor.redact_text(x.message)
             out.append(x if value == x.value and message == x.message else replace(x, value=value, message=message))
-        return ValidationReport(violations=tuple(out), traces=self.traces, untraced_graphs=self.untraced_graphs)
+        return replace(self, violations=tuple(out))
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def merge_reports(reports: Iterable[ValidationReport]) -> ValidationReport:
-    """One report of several (traces validated in parts)."""
+    """One report of several (traces and views validated in parts)."""
     violations: list[Violation] = []
     traces: list[str] = []
-    untraced = 0
+    views: list[str] = []
+    untraced = others = 0
     for report in reports:
         violations += report.violations
         traces += report.traces
+        views += report.views
         untraced += report.untraced_graphs
-    return ValidationReport(violations=tuple(violations), traces=tuple(dict.fromkeys(traces)), untraced_graphs=untraced)
+        others += report.other_graphs
+    return ValidationReport(
+        violations=tuple(violations), traces=tuple(dict.fromkeys(traces)), untraced_graphs=untraced,
+        views=tuple(dict.fromkeys(views)), other_graphs=others,
+    )
 
 
 _NSM: rdflib.namespace.NamespaceManager | None = None

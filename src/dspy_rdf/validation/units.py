@@ -9,11 +9,14 @@ trace "answering" a tool call of another with the same call id). Every input is 
   whose IRI its own IRI extends (``<trace>/entry/0/request``: the writer mints node IRIs so), and a node with no
   such IRI (a blank node, a hand-made IRI) to every trace that reaches it through its links; with one trace node,
   the whole graph is that trace;
-- triples that belong to no trace are validated together, as one graph outside any trace.
+- triples that belong to no trace are validated together, as one graph outside any trace;
+- a graph that holds no ``dspy:Trace`` node and uses the PROV-O namespace is a PROV-O view of a trace (what
+  ``dspy-rdf prov`` writes, :func:`is_prov_view`): it is kept whole, apart from the
+  traces (:attr:`TraceGraphs.prov`), and validated with the PROV shapes.
 
 A cut graph becomes one named graph per trace in an in-memory store (:class:`TraceGraphs`), so both engines see the
 same units, whatever the input. A unit's *label* is the trace reports name: its trace IRI, the name of the stored
-graph it is, or ``None`` outside any trace.
+graph it is, or ``None`` outside any trace; a view's label is the name of its graph.
 """
 
 from __future__ import annotations
@@ -31,10 +34,26 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
 
-__all__ = ["UNTRACED_GRAPH_PREFIX", "TraceGraphBuilder", "TraceGraphs", "dataset_graphs", "split_by_trace", "store_graphs"]
+__all__ = [
+    "DEFAULT_GRAPH_VIEW",
+    "PROV_NAMESPACE",
+    "PROV_VIEW_SUFFIX",
+    "UNTRACED_GRAPH_PREFIX",
+    "TraceGraphBuilder",
+    "TraceGraphs",
+    "dataset_graphs",
+    "is_prov_view",
+    "split_by_trace",
+    "store_graphs",
+]
 
 UNTRACED_GRAPH_PREFIX = "urn:x-dspy-rdf:untraced:"
 """Names of the in-memory graphs that hold triples outside any trace."""
+PROV_NAMESPACE = "http://www.w3.org/ns/prov#"
+PROV_VIEW_SUFFIX = "/prov"
+"""What ends the name of a trace's PROV-O view graph, ``<trace IRI>/prov`` (as ``dspy-rdf prov`` writes it)."""
+DEFAULT_GRAPH_VIEW = "urn:x-dspy-rdf:default-graph:prov"
+"""The in-memory graph of a PROV-O view read from a default graph (reported as ``(default graph)``)."""
 
 _TYPE = ox.NamedNode(v.RDF_TYPE)
 _TRACE = ox.NamedNode(v.class_iri("Trace"))
@@ -51,7 +70,9 @@ class TraceGraphs:
     ``path``) or on a SPARQL server (``remote``). ``names`` are the graphs to validate; ``labels`` maps a graph to the
     trace reports name where that is not the graph itself (``None``: triples outside any trace). ``complete`` is
     false once :meth:`select` chose some of them (an engine then reads only those, rather than everything);
-    ``writable`` says that the on-disk store is open for writing (flushed before other processes read it)."""
+    ``writable`` says that the on-disk store is open for writing (flushed before other processes read it). ``prov``
+    says that the graphs are PROV-O views, validated with the PROV shapes rather than by a trace engine;
+    ``other_graphs`` counts the graphs of a store that hold neither a trace nor a view (not validated)."""
 
     names: list[str]
     labels: dict[str, str | None] = field(default_factory=dict)
@@ -60,6 +81,8 @@ class TraceGraphs:
     path: Path | None = None
     complete: bool = True
     writable: bool = False
+    prov: bool = False
+    other_graphs: int = 0
     as_written: dict[str, list[Triple]] = field(default_factory=dict)
     """The graphs of a file whose literals the in-memory store rewrote to its canonical forms (``"00"`` to ``"0"``,
     ``xsd:int`` to ``xsd:integer``, ``"1"^^xsd:boolean`` to ``true``), with their triples as the file holds them:
@@ -96,6 +119,19 @@ class TraceGraphs:
         self.complete = False
         found = {self.label(name) for name in self.names}
         return [name for name in wanted if name not in found]
+
+
+def is_prov_view(triples: Iterable[Triple]) -> bool:
+    """Whether the triples of one graph are a PROV-O view of a trace: no ``dspy:Trace`` node, and a predicate or class
+    of the PROV-O namespace used (a graph named ``<trace IRI>/prov`` that uses none is other data: there would be
+    nothing for the PROV shapes to check in it)."""
+    uses_prov = False
+    for _, p, o in triples:
+        if p == _TYPE and o == _TRACE:
+            return False
+        if p.value.startswith(PROV_NAMESPACE) or (p == _TYPE and isinstance(o, ox.NamedNode) and o.value.startswith(PROV_NAMESPACE)):
+            uses_prov = True
+    return uses_prov
 
 
 def _trace_of_iri(iri: str, traces: set[str]) -> str | None:
@@ -162,10 +198,17 @@ class TraceGraphBuilder:
         self._order: dict[str, None] = {}
         self._untraced = 0
         self._as_written: dict[str, list[Triple]] = {}
+        self._views: TraceGraphBuilder | None = None
 
     def add_graph(self, name: str | None, triples: list[Triple]) -> None:
-        """Add the triples of one input graph (``name`` None: a default graph), cut by trace where needed."""
+        """Add the triples of one input graph (``name`` None: a default graph), cut by trace where needed; a PROV-O
+        view is kept whole, apart from the traces."""
         if not triples:
+            return
+        if is_prov_view(triples):
+            if self._views is None:
+                self._views = TraceGraphBuilder()
+            self._views._add(name or DEFAULT_GRAPH_VIEW, name or "(default graph)", triples)
             return
         traces = sum(1 for s, p, o in triples if p == _TYPE and o == _TRACE)
         if name is not None and traces == 1:
@@ -221,32 +264,49 @@ class TraceGraphBuilder:
         labels = {graph: label for graph, label in self._labels.items() if label != graph}
         return TraceGraphs(names=list(self._order), labels=labels, oxigraph=self._store, as_written=self._as_written)
 
+    def parts(self) -> list[TraceGraphs]:
+        """The traces collected (:meth:`build`), then the PROV-O views when there were any (in a store of their own)."""
+        if self._views is None:
+            return [self.build()]
+        views = self._views.build()
+        views.prov = True
+        return [self.build(), views]
 
-def dataset_graphs(dataset: ox.Store) -> TraceGraphs:
-    """The traces of an in-memory pyoxigraph dataset (its named graphs and its default graph), cut by trace."""
+
+def dataset_graphs(dataset: ox.Store) -> list[TraceGraphs]:
+    """The traces of an in-memory pyoxigraph dataset (its named graphs and its default graph), cut by trace, and its
+    PROV-O views (:meth:`TraceGraphBuilder.parts`)."""
     builder = TraceGraphBuilder()
     for graph in sorted(dataset.named_graphs(), key=lambda g: g.value):
         if isinstance(graph, ox.NamedNode):
             builder.add_graph(graph.value, [(q.subject, q.predicate, q.object) for q in dataset.quads_for_pattern(None, None, None, graph)])
     builder.add_graph(None, [(q.subject, q.predicate, q.object) for q in dataset.quads_for_pattern(None, None, None, ox.DefaultGraph())])
-    return builder.build()
+    return builder.parts()
 
 
 def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[TraceGraphs]:
     """The traces of a store: its trace graphs where they are (on disk or on the server), and, in memory, the graphs
-    that hold several traces and an embedded store's default graph, cut by trace. ``traces`` selects some; a trace
-    that is in none raises :class:`~dspy_rdf.store.StoreError`."""
+    that hold several traces and an embedded store's default graph, cut by trace; then its PROV-O views where they
+    are (the graphs without a trace that use the PROV-O namespace). ``traces`` selects
+    some traces or views (a view by its graph's name); one that is in none raises
+    :class:`~dspy_rdf.store.StoreError`."""
     from dspy_rdf.store import EmbeddedStore, StoreError
 
     names = store.trace_iris()
     shared = set(store.graphs_with_several_traces())
     alone = [name for name in names if name not in shared]
+    known = set(names)
+    others = [name for name in store.graph_names() if name not in known]
+    views = sorted(store.graphs_using(others, PROV_NAMESPACE))
     if isinstance(store, EmbeddedStore):  # read in place, in this process's pyoxigraph
         oxigraph = store.oxigraph
         in_place = TraceGraphs(names=alone, oxigraph=oxigraph, path=store.path, writable=not store.read_only)
+        view_part = TraceGraphs(names=views, oxigraph=oxigraph, path=store.path, writable=not store.read_only, prov=True)
     else:
         oxigraph = None
         in_place = TraceGraphs(names=alone, remote=store)
+        view_part = TraceGraphs(names=views, remote=store, prov=True)
+    in_place.other_graphs = len(others) - len(views)
     parts = [in_place]
     builder = TraceGraphBuilder()
     cut = False
@@ -259,7 +319,8 @@ def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[Tra
             builder.add_graph(None, default)
             cut = True
     if cut:
-        parts.append(builder.build())
+        parts += builder.parts()
+    parts.append(view_part)
     if traces is not None:
         missing = set(dict.fromkeys(traces))
         for part in parts:
@@ -268,5 +329,5 @@ def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[Tra
             first = next(name for name in traces if name in missing)
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise StoreError(f"no trace {first} in the store at {store.location}{more}")
-    return [part for part in parts if part.names]
+    return [part for part in parts if part.names or part.other_graphs]
 
