@@ -435,14 +435,32 @@ def run_prov(args: argparse.Namespace) -> int:
     from dspy_rdf.interop.prov import write_prov
     from dspy_rdf.store import open_store
 
-    trig = _trig_output(args)
+    documents = {"provjson": "PROV-JSON", "provn": "PROV-N", "provxml": "PROV-XML"}
+    suffixes = {".json": "provjson", ".provn": "provn", ".provx": "provxml", ".xml": "provxml"}
+    if args.format is not None:
+        document = args.format if args.format in documents else None
+    else:
+        document = suffixes.get(args.output.suffix.lower()) if output_target(args.output) is not None else None
+    trig = document is None and _trig_output(args)
+    if document is not None:  # the prov package writes these: say what to install before any work
+        try:
+            from dspy_rdf.interop.prov_documents import check_xml_support, write_prov_document
+
+            if document == "provxml":
+                check_xml_support()
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
     _refuse_overwriting(args.output, [], args.store)
     with open_store(args.store, read_only=True) as store:
         traces = list(dict.fromkeys(args.trace)) if args.trace else None
         with progress_bar(lambda: len(traces) if traces is not None else len(store.trace_iris()), unit=" traces", desc="prov") as progress:
             with open_output(args.output) as handle:
-                count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
-    print(f"wrote the PROV-O view of {count} trace(s) to {output_name(args.output)}", file=sys.stderr)
+                if document is None:
+                    count = write_prov(store, handle, traces=traces, trig=trig, progress=progress)
+                else:
+                    count = write_prov_document(store, handle, format=document, traces=traces, progress=progress)
+    written = f" as {documents[document]}" if document is not None else ""
+    print(f"wrote the PROV-O view of {count} trace(s){written} to {output_name(args.output)}", file=sys.stderr)
     return 0
 
 

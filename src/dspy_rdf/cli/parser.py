@@ -161,12 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
     prov = sub.add_parser(
         "prov", help="write the PROV-O view of a store's traces (activities, what they used and generated, agents)",
         description="Each trace's view goes into the named graph <trace IRI>/prov (see the README, and "
-        "shapes/prov/prov.shacl.ttl for its SHACL shapes).",
+        "shapes/prov/prov.shacl.ttl for its SHACL shapes); as PROV-JSON, PROV-N or PROV-XML (written by the prov "
+        "package: pip install 'dspy-rdf[prov]'), into the bundle of that name.",
     )  # fmt: skip
     _store_option(prov, store_help)
     prov.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     prov.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
-    prov.add_argument("--format", choices=["nq", "trig"], help="default: from the output file's extension, else nq")
+    prov.add_argument(
+        "--format", choices=["nq", "trig", "provjson", "provn", "provxml"],
+        help="default: from the output file's extension (.trig; .json PROV-JSON, .provn PROV-N, .provx or .xml PROV-XML), else nq",
+    )  # fmt: skip
     prov.set_defaults(run=run_prov)
 
     _add_query_commands(sub)
