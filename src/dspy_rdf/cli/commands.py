@@ -8,7 +8,8 @@ import sys
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start (type checkers take it as theirs)
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Iterator
+    import contextlib
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -330,17 +331,17 @@ def run_to_otlp(args: argparse.Namespace) -> int:
         raise ValueError(took)
     if args.trace and args.store is None:
         raise ValueError("--trace applies to --store only")
+    if args.endpoint is not None:
+        return _push_to_otlp(args)
+    if args.output is None:
+        raise ValueError("give -o FILE to write the spans to, or --endpoint URL to send them to")
+    if args.header or args.gzip:
+        raise ValueError(f"{'--header' if args.header else '--gzip'} applies to --endpoint only")
     lines = args.output.suffix.lower() in (".jsonl", ".ndjson")
     _refuse_overwriting(args.output, list(args.files), args.store)  # and a directory, before any work
     skipped: list[Exception] = []
     with contextlib.ExitStack() as stack:
-        if args.store is not None:
-            from dspy_rdf.store import open_store
-
-            store = stack.enter_context(open_store(args.store or None, read_only=True))
-            pairs = store.traces(list(dict.fromkeys(args.trace)) if args.trace else None)
-        else:
-            pairs = _rdf_traces(args.files, args.format, skipped)
+        pairs = _otlp_input(args, stack, skipped)
         with open_output(args.output) as handle:
             report = write_otlp(pairs, handle, lines=lines)
     for error in skipped:
@@ -355,6 +356,75 @@ def run_to_otlp(args: argparse.Namespace) -> int:
     summary = f"wrote {report.written} trace(s) to {output_name(args.output)} (OTLP JSON)" + "".join(f"; {n}" for n in notes)
     say(summary, summary_stream(args.output))
     return 1 if report.refused or skipped else 0
+
+
+def _otlp_input(args: argparse.Namespace, stack: contextlib.ExitStack, skipped: list[Exception]) -> Iterable[tuple[str, Any]]:
+    """The traces ``to-otlp`` sends: the store's (``--trace`` some of them, the store kept open by ``stack``), else those
+    of the RDF files (bad ones added to ``skipped``)."""
+    if args.store is not None:
+        from dspy_rdf.store import open_store
+
+        store = stack.enter_context(open_store(args.store or None, read_only=True))
+        return store.traces(list(dict.fromkeys(args.trace)) if args.trace else None)
+    return _rdf_traces(args.files, args.format, skipped)
+
+
+def _otlp_headers(given: list[str] | None) -> dict[str, str]:
+    """``--header 'Name: value'`` options as a dict; errors name the header, never its value (a token)."""
+    import re
+
+    headers: dict[str, str] = {}
+    for text in given or []:
+        name, colon, value = text.partition(":")
+        name = name.strip()
+        if not colon or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+            # not shown: without a colon where expected, the text may be a value
+            raise ValueError("--header: expected 'Name: value', with a header name of letters, digits and -")
+        value = value.strip()
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"--header {name}: a header value cannot hold a line break")
+        if name.lower() in ("content-type", "content-encoding", "content-length"):
+            raise ValueError(f"--header {name}: set by --protocol and --gzip, not by hand")
+        headers[name] = value
+    return headers
+
+
+def _push_to_otlp(args: argparse.Namespace) -> int:
+    """``to-otlp --endpoint``: the traces sent to an OTLP/HTTP receiver, with what it rejected."""
+    import contextlib
+
+    from dspy_rdf.interop.otlp import push_otlp, shown_url, traces_url
+
+    if args.output is not None:
+        raise ValueError("give -o FILE or --endpoint URL, not both")
+    url = traces_url(args.endpoint)  # a bad URL or header is said before any trace is read
+    headers = _otlp_headers(args.header)
+    skipped: list[Exception] = []
+    with contextlib.ExitStack() as stack:
+        pairs = _otlp_input(args, stack, skipped)
+        try:
+            report = push_otlp(pairs, url, headers=headers, protocol=args.protocol, gzip=args.gzip, timeout=args.timeout)
+        except ImportError as exc:  # opentelemetry-proto, for protobuf
+            raise ValueError(str(exc)) from None
+    for error in skipped:
+        print(f"skipped {error}", file=sys.stderr)
+    for iri, error in report.refused:
+        print(f"not written: {iri}: {error}", file=sys.stderr)
+    for message in report.rejections:
+        print(f"the receiver said: {' '.join(message.split())}", file=sys.stderr)
+    notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
+    if report.rejected_spans:
+        notes.append(f"the receiver rejected {report.rejected_spans} span(s)")
+    if report.refused:
+        notes.append(f"{len(report.refused)} not written")
+    if skipped:
+        notes.append(f"{len(skipped)} bad input(s) skipped")
+    summary = (
+        f"sent {report.written} trace(s), {report.spans} span(s), to {shown_url(url)} (OTLP/{args.protocol}"
+        + (", gzip" if args.gzip else "") + f", {report.requests} request(s))" + "".join(f"; {n}" for n in notes)
+    )
+    say(summary)
+    return 1 if report.refused or skipped or report.rejected_spans else 0
 
 
 def _rdf_traces(files: list[Path], format: str | None, skipped: list[Exception]) -> Iterator[tuple[str, Any]]:

@@ -184,17 +184,35 @@ def build_parser() -> argparse.ArgumentParser:
     to_otlp = sub.add_parser(
         "to-otlp",
         help="write traces (RDF files or a store) as OpenTelemetry spans in OTLP JSON with the GenAI conventions, "
-        "for MLflow, Phoenix or Langfuse",
-        description="LM calls become chat spans (gen_ai.input.messages, gen_ai.output.messages), tool executions "
-        "execute_tool spans with gen_ai.tool.call.id, module calls invoke_workflow spans. `export --from otlp` reads the "
+        "for MLflow, Phoenix or Langfuse, or send them to an OTLP/HTTP endpoint",
+        description="LM calls become chat spans (gen_ai.input.messages, gen_ai.output.messages with a finish_reason each; "
+        "OpenInference kind LLM), tool executions execute_tool spans with gen_ai.tool.call.id (TOOL), module calls "
+        "invoke_workflow spans (CHAIN), following semantic conventions 1.41.0 (schemaUrl). `export --from otlp` reads the "
         "file back to the same traces, except the fields the conventions cannot carry, which each trace lists in its "
-        "losses. Exit 1 when a trace holds no call to write (a message, a part, a trajectory).",
+        "losses. --endpoint POSTs them to an OTLP/HTTP receiver instead of writing a file. Exit 1 when a trace holds no "
+        "call to write (a message, a part, a trajectory) or the receiver rejected spans, 2 when it could not be reached "
+        "or answered with an HTTP error.",
     )
     to_otlp.add_argument("files", nargs="*", type=Path, help="RDF files (.ttl, .nt, .nq, .trig, .jsonld)")
     to_otlp.add_argument("--store", nargs="?", const="", metavar="PATH|URL", help=f"read the traces of a store instead (default: {store_help})")
     to_otlp.add_argument("--trace", action="append", metavar="IRI", help="with --store: only this trace (repeatable)")
-    to_otlp.add_argument("-o", "--output", type=Path, required=True, help="output .json (one OTLP export request) or .jsonl (one per trace per line)")
+    to_otlp.add_argument("-o", "--output", type=Path, help="output .json (one OTLP export request) or .jsonl (one per trace per line)")
     to_otlp.add_argument("--format", choices=formats, help="RDF format of the files (default: from each file's extension)")
+    to_otlp.add_argument(
+        "--endpoint", metavar="URL",
+        help="instead of -o: POST the spans to this OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:6006/v1/traces "
+        "(a URL without a path gets /v1/traces)",
+    )  # fmt: skip
+    to_otlp.add_argument(
+        "--header", action="append", metavar="'NAME: VALUE'",
+        help="with --endpoint: an HTTP header to send (repeatable), e.g. 'Authorization: Bearer ...'; values are never printed",
+    )  # fmt: skip
+    to_otlp.add_argument(
+        "--protocol", choices=["protobuf", "json"], default="protobuf",
+        help="with --endpoint: OTLP/HTTP encoding (default protobuf, which every receiver takes; needs dspy-rdf[otlp])",
+    )  # fmt: skip
+    to_otlp.add_argument("--gzip", action="store_true", help="with --endpoint: gzip the request bodies")
+    to_otlp.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="with --endpoint: how long to wait for each answer (default 30)")
     to_otlp.set_defaults(run=run_to_otlp)
 
     validate = sub.add_parser(

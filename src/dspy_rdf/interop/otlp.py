@@ -1,29 +1,34 @@
 """Traces -> OpenTelemetry spans as OTLP JSON, with the GenAI semantic conventions, for MLflow, Phoenix or Langfuse.
 
 Each trace becomes the spans of one OpenTelemetry trace (its ``source_trace_id`` when it is one, else 32 hex digits of
-its content key), written as OTLP/JSON (ids as hex, as the OpenTelemetry Collector writes them):
+its content key), written as OTLP/JSON (ids as hex, as the OpenTelemetry Collector writes them), or sent to an OTLP/HTTP
+receiver as protobuf or JSON (:func:`push_otlp`). The spans follow the semantic conventions 1.41.0 (their ``schemaUrl``)
+and name their kind for OpenInference too (``openinference.span.kind``, which Phoenix shows):
 
 =================  ============================================================================================
 call               span
 =================  ============================================================================================
-LM call            ``chat {model}`` (``text_completion`` for DSPy's ``text`` model type), kind CLIENT: ``gen_ai.request.model``,
+LM call            ``chat {model}`` (``text_completion`` for DSPy's ``text`` model type), kind CLIENT, LLM: ``gen_ai.request.model``,
                    ``gen_ai.provider.name``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` (typed parts,
                    :mod:`dspy_rdf.sources.genai`), ``gen_ai.tool.definitions``, ``gen_ai.request.*`` (temperature,
                    max_tokens, top_p, stop_sequences, choice.count, seed, top_k, frequency and presence penalties),
-                   ``gen_ai.response.id`` / ``.model`` / ``.finish_reasons``, ``gen_ai.usage.*``
-tool execution     ``execute_tool {name}``: ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (its own, else the id of
+                   ``gen_ai.response.id`` / ``.model`` / ``.finish_reasons``, ``gen_ai.usage.*``; each output
+                   message has the ``finish_reason`` the schema requires (the GenAI enum's value, ``unknown``
+                   when the trace has none)
+tool execution     ``execute_tool {name}``, TOOL: ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (its own, else the id of
                    the tool-call part it answered), ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``
-module call        ``invoke_workflow {module class}``: ``gen_ai.workflow.name``; its input and output summaries as
+module call        ``invoke_workflow {module class}``, CHAIN: ``gen_ai.workflow.name``; its input and output summaries as
                    OpenInference's ``input.value`` / ``output.value`` (JSON), which Phoenix and Langfuse show
-evaluation,        ``evaluate {program}`` / ``compile {optimizer}``, the call in ``dspy_rdf.call_json`` (no
-compilation        convention describes them)
+evaluation,        ``evaluate {program}`` (EVALUATOR) / ``compile {optimizer}`` (CHAIN), operation
+compilation        ``invoke_workflow``, the call in ``dspy_rdf.call_json`` (no convention describes them)
 =================  ============================================================================================
 
 A failed call has status ERROR with the error as its message, and an ``exception`` event (``exception.type``,
 ``exception.message``). A few ``dspy_rdf.*`` attributes carry what no convention has a key for and a program run
 needs to be read back as itself: the root span's trace fields (``source_format``, ``source_kind``, ``source_trace_id``,
 ``dspy_version``, ``redactions``, ``losses``), each call's ``call_id`` (DSPy's), a history entry's ``entry.uuid``,
-``entry.timestamp`` and ``entry.filled``, and a tool execution's ``pairing`` (with ``call_id_of_part`` when its
+``entry.timestamp`` and ``entry.filled``, the outputs' own finish reasons where the messages hold the enum's
+(``outputs``), and a tool execution's ``pairing`` (with ``call_id_of_part`` when its
 ``gen_ai.tool.call.id`` is the id of the part it answered: DSPy's tool callbacks never see one). History entries, requests and responses (``lm_history``,
 ``request_response``, ...) are written as their LM calls; messages, parts and trajectories, which hold no call, are
 refused.
@@ -55,10 +60,23 @@ from dspy_rdf.sources.otlp import SOURCE as OTLP_SOURCE
 from dspy_rdf.sources.run_json import call_to_json
 from dspy_rdf.sources.spans import OWN, ns_from_iso
 
-__all__ = ["LOST", "SCOPE_NAME", "OtlpExportError", "OtlpReport", "differences", "trace_to_resource_spans", "write_otlp"]
+__all__ = [
+    "LOST", "MISSING_PROTO", "PROTOCOLS", "SCHEMA_URL", "SCOPE_NAME", "SEMCONV_VERSION", "OtlpExportError", "OtlpPushError", "OtlpReport",
+    "differences", "export_request_bytes", "genai_finish_reason", "push_otlp", "shown_url", "trace_to_resource_spans", "traces_url", "write_otlp",
+]  # fmt: skip
 
 SCOPE_NAME = "dspy-rdf"
 """The instrumentation scope of the spans dspy-rdf writes."""
+
+SEMCONV_VERSION = "1.41.0"
+"""The OpenTelemetry semantic conventions the spans follow: the last release that holds the GenAI conventions (they
+moved to a repository of their own afterwards), whose ``gen-ai-output-messages.json`` requires ``finish_reason``."""
+
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+"""The ``schemaUrl`` of the resource and scope spans dspy-rdf writes."""
+
+MISSING_PROTO = "OTLP/protobuf is encoded by the opentelemetry-proto package: pip install 'dspy-rdf[otlp]' (or --protocol json)"
+"""What to say when ``opentelemetry-proto`` (and so protobuf) is not installed."""
 
 LOST = "the OTLP export cannot carry it: the OpenTelemetry GenAI conventions have no attribute for it"
 """The reason recorded in ``losses`` for a field an export does not carry."""
@@ -66,6 +84,21 @@ LOST = "the OTLP export cannot carry it: the OpenTelemetry GenAI conventions hav
 _INTERNAL, _CLIENT = 1, 3  # SpanKind; OTLP/JSON writes enums as numbers
 _OK, _ERROR = 1, 2  # StatusCode
 _COMMON = ("call", "started_at", "ended_at", "dspy_call_id", "parent_call", "error")
+# The GenAI FinishReason enum (gen-ai-output-messages.json) for the reasons OpenAI, LiteLLM, Anthropic, Gemini and
+# Bedrock give; the schema also takes any other string, so a reason not listed here is written as it is.
+_GENAI_FINISH_REASONS = {
+    "stop": "stop", "end_turn": "stop", "stop_sequence": "stop", "eos": "stop", "complete": "stop", "finish_reason_stop": "stop",
+    "length": "length", "max_tokens": "length", "model_length": "length", "max_output_tokens": "length",
+    "content_filter": "content_filter", "safety": "content_filter", "recitation": "content_filter", "blocklist": "content_filter",
+    "prohibited_content": "content_filter", "spii": "content_filter", "refusal": "content_filter", "guardrail_intervened": "content_filter",
+    "tool_calls": "tool_call", "tool_call": "tool_call", "function_call": "tool_call", "tool_use": "tool_call",
+    "error": "error", "malformed_function_call": "error",
+}  # fmt: skip
+UNKNOWN_FINISH_REASON = "unknown"
+"""The ``finish_reason`` of an output whose reason the trace does not know: the schema requires the key and takes
+any string; none of its enum values says "not recorded"."""
+# OpenInference's span kinds (what Phoenix shows and filters on), by the call a span records
+_OPENINFERENCE_KINDS = {m.LMCall: "LLM", m.ToolExecution: "TOOL", m.ModuleCall: "CHAIN", m.EvaluateCall: "EVALUATOR"}
 _EXTENSIONS_TO_GENAI = {"seed": "seed", "top_k": "top_k", "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
 
 
@@ -88,6 +121,29 @@ def _value(value: Any) -> dict[str, Any]:
     if isinstance(value, (list, tuple)):
         return {"arrayValue": {"values": [_value(v) for v in value]}}
     return {"stringValue": value}
+
+
+def genai_finish_reason(reason: str | None, truncated: bool = False) -> str:
+    """A finish reason as the GenAI ``FinishReason`` value: a known provider reason mapped onto the enum, another
+    string as it is, none ``length`` for a truncated output, else ``unknown``."""
+    if reason is None:
+        return "length" if truncated else UNKNOWN_FINISH_REASON
+    return _GENAI_FINISH_REASONS.get(reason.lower(), reason)
+
+
+def _output_messages(outputs: list[m.LMOutput]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """``gen_ai.output.messages``, each with the ``finish_reason`` the schema requires, and, when one of them is not
+    the output's own, every output's own finish reason and truncation (``dspy_rdf.outputs``) to read it back as it
+    was."""
+    messages, own = [], []
+    for output in outputs:
+        item = output_to_genai(output)
+        item["finish_reason"] = genai_finish_reason(output.finish_reason, output.truncated)
+        messages.append(item)
+        own.append({"finish_reason": output.finish_reason, "truncated": output.truncated})
+    written = [(item["finish_reason"], item["finish_reason"] == "length" or item.get("truncated", False)) for item in messages]
+    same = all((o["finish_reason"], o["truncated"]) == w for o, w in zip(own, written))
+    return messages, None if same else own
 
 
 def _json(value: Any) -> str:
@@ -153,10 +209,12 @@ def _lm(call: m.LMCall, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
     if request.tools:
         attrs["gen_ai.tool.definitions"] = _json(tools_to_genai(request.tools))
     if response.outputs:
-        attrs["gen_ai.output.messages"] = _json([output_to_genai(o) for o in response.outputs])
-        reasons = [o.finish_reason for o in response.outputs]
-        if all(r is not None for r in reasons):
-            attrs["gen_ai.response.finish_reasons"] = reasons
+        messages, own_outputs = _output_messages(response.outputs)
+        attrs["gen_ai.output.messages"] = _json(messages)
+        if own_outputs is not None:
+            attrs[OWN + "outputs"] = _json(own_outputs)
+        if all(o.finish_reason is not None for o in response.outputs):
+            attrs["gen_ai.response.finish_reasons"] = [item["finish_reason"] for item in messages]
     attrs["gen_ai.response.id"] = response.response_id
     if response.model != request.model:
         attrs["gen_ai.response.model"] = response.model
@@ -226,7 +284,8 @@ def _span_content(calls: list[m.Call], call: m.Call, synthetic: bool) -> tuple[s
     kind = "evaluate" if isinstance(call, m.EvaluateCall) else "compile"
     data = {k: v for k, v in call_to_json(call).items() if k not in _COMMON}
     what = call.program_class if isinstance(call, m.EvaluateCall) else call.optimizer_class
-    return f"{kind} {what}", _INTERNAL, {OWN + "call": kind, OWN + "call_json": _json(data)}
+    # the GenAI conventions have no operation for either: both run the program as a workflow
+    return f"{kind} {what}", _INTERNAL, {"gen_ai.operation.name": "invoke_workflow", OWN + "call": kind, OWN + "call_json": _json(data)}
 
 
 def _spans(trace: m.Trace, losses: list[dict[str, str]]) -> list[dict[str, Any]]:
@@ -238,6 +297,7 @@ def _spans(trace: m.Trace, losses: list[dict[str, str]]) -> list[dict[str, Any]]
     root_done = False
     for i, call in enumerate(calls):
         name, kind, attrs = _span_content(calls, call, synthetic)
+        attrs["openinference.span.kind"] = _OPENINFERENCE_KINDS.get(type(call), "CHAIN")
         attrs[OWN + "call_id"] = call.dspy_call_id
         if call.parent_call is None and not root_done:
             root_done = True
@@ -277,7 +337,11 @@ def _version() -> str | None:
 
 def _resource_spans(spans: list[dict[str, Any]]) -> dict[str, Any]:
     scope = {"name": SCOPE_NAME, **({"version": v} if (v := _version()) else {})}
-    return {"resource": {"attributes": _attributes({"service.name": SCOPE_NAME})}, "scopeSpans": [{"scope": scope, "spans": spans}]}
+    return {
+        "resource": {"attributes": _attributes({"service.name": SCOPE_NAME})},
+        "scopeSpans": [{"scope": scope, "spans": spans, "schemaUrl": SCHEMA_URL}],
+        "schemaUrl": SCHEMA_URL,
+    }
 
 
 def _same_instant(before: Any, after: Any) -> bool:
@@ -324,12 +388,32 @@ def trace_to_resource_spans(trace: m.Trace) -> tuple[dict[str, Any], list[dict[s
 
 @dataclasses.dataclass
 class OtlpReport:
-    """What :func:`write_otlp` wrote: how many traces, how many of them with fields the export cannot carry, and
-    the traces it could not write (their IRIs, with why)."""
+    """What :func:`write_otlp` wrote or :func:`push_otlp` sent: how many traces (and spans), how many of them with
+    fields the export cannot carry, the traces it could not write (their IRIs, with why), and what the receiver
+    rejected (OTLP partial success: the count of spans and its messages)."""
 
     written: int = 0
     lossy: int = 0
     refused: list[tuple[str, OtlpExportError]] = dataclasses.field(default_factory=list)
+    spans: int = 0
+    requests: int = 0
+    rejected_spans: int = 0
+    rejections: list[str] = dataclasses.field(default_factory=list)
+
+
+def _exported(traces: Iterable[tuple[str, m.Trace]], report: OtlpReport) -> Iterator[dict[str, Any]]:
+    """The ``resourceSpans`` item of each trace that holds a call, counted in ``report``; the others are listed in
+    its ``refused``."""
+    for iri, trace in traces:
+        try:
+            resource_spans, lost = trace_to_resource_spans(trace)
+        except OtlpExportError as exc:
+            report.refused.append((iri, exc))
+            continue
+        report.written += 1
+        report.lossy += bool(lost)
+        report.spans += sum(len(s["spans"]) for s in resource_spans["scopeSpans"])
+        yield resource_spans
 
 
 def write_otlp(traces: Iterable[tuple[str, m.Trace]], handle: BinaryIO, *, lines: bool) -> OtlpReport:
@@ -340,18 +424,191 @@ def write_otlp(traces: Iterable[tuple[str, m.Trace]], handle: BinaryIO, *, lines
     them."""
     report = OtlpReport()
     gathered: list[dict[str, Any]] = []
-    for iri, trace in traces:
-        try:
-            resource_spans, lost = trace_to_resource_spans(trace)
-        except OtlpExportError as exc:
-            report.refused.append((iri, exc))
-            continue
-        report.written += 1
-        report.lossy += bool(lost)
+    for resource_spans in _exported(traces, report):
         if lines:
             handle.write((_json({"resourceSpans": [resource_spans]}) + "\n").encode("utf-8"))
         else:
             gathered.append(resource_spans)
     if not lines:
         handle.write((json.dumps({"resourceSpans": gathered}, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    return report
+
+
+# --- sending to an OTLP/HTTP receiver ---------------------------------------------------------------------------
+
+PROTOCOLS = {"protobuf": "application/x-protobuf", "json": "application/json"}
+"""The OTLP/HTTP encodings :func:`push_otlp` sends, with their content types."""
+
+_BATCH_SPANS = 1000  # spans per request: whole traces are sent together, and a request is closed past this many
+
+
+class OtlpPushError(DspyRdfError, ValueError):
+    """A push the receiver did not take: it could not be reached, or it answered with an HTTP error."""
+
+
+def _proto_json(resource_spans: list[dict[str, Any]]) -> dict[str, Any]:
+    """An export request in protobuf's JSON mapping: OTLP/JSON writes trace and span ids as hex, the mapping (what
+    ``json_format`` parses) as base64 of their bytes; parsed as written, the hex would be decoded as base64 and give
+    ids of the wrong length."""
+    import base64
+
+    def ids(span: dict[str, Any]) -> dict[str, Any]:
+        out = dict(span)
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if out.get(key):
+                out[key] = base64.b64encode(bytes.fromhex(out[key])).decode("ascii")
+        return out
+
+    return {
+        "resourceSpans": [
+            {**rs, "scopeSpans": [{**ss, "spans": [ids(s) for s in ss["spans"]]} for ss in rs["scopeSpans"]]} for rs in resource_spans
+        ]
+    }
+
+
+def export_request_bytes(resource_spans: list[dict[str, Any]]) -> bytes:
+    """``resourceSpans`` items as a serialized OTLP ``ExportTraceServiceRequest`` (protobuf); needs
+    ``opentelemetry-proto`` (:data:`MISSING_PROTO` otherwise, as an ImportError)."""
+    try:
+        from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    except ImportError as exc:
+        raise ImportError(MISSING_PROTO) from exc
+    request = ParseDict(_proto_json(resource_spans), ExportTraceServiceRequest())
+    return request.SerializeToString()
+
+
+def shown_url(url: str) -> str:
+    """The endpoint as messages show it: without user info or query, which may carry credentials."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+def traces_url(endpoint: str) -> str:
+    """The URL to POST to: ``endpoint`` as given, or, when it has no path, its ``/v1/traces`` (what OTLP exporters
+    append to a base endpoint)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"--endpoint {shown_url(endpoint) if '://' in endpoint else endpoint!r}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--endpoint must be an http:// or https:// URL, e.g. http://127.0.0.1:4318/v1/traces (got {shown_url(endpoint)!r})")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/v1/traces")
+    return urlunsplit(parts)
+
+
+def _partial_success(body: bytes, content_type: str, protocol: str) -> tuple[int, str]:
+    """The rejected span count and error message of an ``ExportTraceServiceResponse`` (0 and "" for an empty body or
+    one that is not such a response: receivers may answer 200 with nothing, or with a page)."""
+    if not body.strip():
+        return 0, ""
+    if "json" in content_type or protocol == "json" and "protobuf" not in content_type:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return 0, ""
+        partial = doc.get("partialSuccess") or doc.get("partial_success") if isinstance(doc, dict) else None
+        if not isinstance(partial, dict):
+            return 0, ""
+        rejected = partial.get("rejectedSpans", partial.get("rejected_spans", 0))
+        message = partial.get("errorMessage", partial.get("error_message", ""))
+        # OTLP/JSON writes an int64 as a string
+        count = int(rejected) if isinstance(rejected, (int, str)) and str(rejected).isdigit() else 0
+        return count, message if isinstance(message, str) else ""
+    try:
+        from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+    except ImportError:
+        return 0, ""
+    try:
+        response = ExportTraceServiceResponse.FromString(body)
+    except DecodeError:
+        return 0, ""
+    return response.partial_success.rejected_spans, response.partial_success.error_message
+
+
+def _excerpt(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    text = " ".join(text.split())
+    return (text[:300] + "...") if len(text) > 300 else text
+
+
+def push_otlp(
+    traces: Iterable[tuple[str, m.Trace]],
+    endpoint: str,
+    *,
+    headers: dict[str, str] | None = None,
+    protocol: str = "protobuf",
+    gzip: bool = False,
+    timeout: float = 30.0,
+) -> OtlpReport:
+    """POST ``(IRI, trace)`` pairs to an OTLP/HTTP traces endpoint (``.../v1/traces``) as export requests of whole
+    traces (about a thousand spans each), encoded as ``protocol`` (``protobuf``: ``ExportTraceServiceRequest`` with
+    ids as bytes; ``json``: OTLP/JSON as :func:`write_otlp` writes it), gzipped if asked, with ``headers`` (never
+    shown in errors: they carry tokens). Partial success is read from each response: the report counts the rejected
+    spans and keeps the receiver's messages. Raises :class:`OtlpPushError` when the receiver cannot be reached or
+    answers with an HTTP error, saying how many traces it had taken before."""
+    import gzip as gzip_module
+
+    import httpx
+
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown OTLP protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
+    url = traces_url(endpoint)
+    if protocol == "protobuf":
+        export_request_bytes([])  # the missing package is said before any trace is read
+    sent_headers = {**(headers or {}), "Content-Type": PROTOCOLS[protocol]}
+    if gzip:
+        sent_headers["Content-Encoding"] = "gzip"
+    report = OtlpReport()
+    taken = 0  # traces the receiver has taken
+
+    def send(client: httpx.Client, batch: list[dict[str, Any]]) -> None:
+        nonlocal taken
+        body = export_request_bytes(batch) if protocol == "protobuf" else _json({"resourceSpans": batch}).encode("utf-8")
+        if gzip:
+            body = gzip_module.compress(body)
+        before = f" ({taken} trace(s) were taken before)" if taken else ""
+        try:
+            response = client.post(url, content=body, headers=sent_headers)
+        except httpx.ConnectError as exc:
+            raise OtlpPushError(f"could not connect to {shown_url(url)}: {exc}{before}") from None
+        except httpx.TimeoutException:
+            raise OtlpPushError(f"no answer from {shown_url(url)} within {timeout:g} s{before}") from None
+        except httpx.HTTPError as exc:
+            said = str(exc).replace(url, shown_url(url))  # the URL as given may hold credentials
+            raise OtlpPushError(f"sending to {shown_url(url)} failed: {type(exc).__name__}: {said}{before}") from None
+        if not response.is_success:
+            said = _excerpt(response.content) if "protobuf" not in response.headers.get("content-type", "") else ""
+            raise OtlpPushError(
+                f"{shown_url(url)} answered HTTP {response.status_code} {response.reason_phrase}"
+                + (f": {said}" if said else "") + before
+            )
+        report.requests += 1
+        taken += len(batch)
+        rejected, message = _partial_success(response.content, response.headers.get("content-type", ""), protocol)
+        report.rejected_spans += rejected
+        if message:
+            report.rejections.append(message)
+
+    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        batch: list[dict[str, Any]] = []
+        spans = 0
+        for resource_spans in _exported(traces, report):
+            batch.append(resource_spans)
+            spans += sum(len(s["spans"]) for s in resource_spans["scopeSpans"])
+            if spans >= _BATCH_SPANS:
+                send(client, batch)
+                batch, spans = [], 0
+        if batch:
+            send(client, batch)
     return report

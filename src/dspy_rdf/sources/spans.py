@@ -310,6 +310,21 @@ def _start_order(span_ids: list[str], by_id: dict[str, Span], depth: dict[str, i
     return out
 
 
+def _own_outputs(a: Attributes, outputs: list[m.LMOutput]) -> None:
+    """The finish reasons and truncation dspy-rdf's export recorded as they were (``dspy_rdf.outputs``) where
+    ``gen_ai.output.messages`` holds the GenAI enum's value, or ``unknown`` for a reason the trace did not have."""
+    if not a.has(OWN + "outputs"):
+        return
+    own = a.structured(OWN + "outputs")
+    if not isinstance(own, list) or len(own) != len(outputs) or not all(isinstance(o, dict) for o in own):
+        raise fail(a.where(OWN + "outputs"), "expected a list of {finish_reason, truncated}, one per output message")
+    for output, item in zip(outputs, own):
+        reason, truncated = item.get("finish_reason"), item.get("truncated")
+        if not (reason is None or isinstance(reason, str)) or not isinstance(truncated, bool):
+            raise fail(a.where(OWN + "outputs"), "expected a finish_reason (text or null) and truncated (true or false)")
+        output.finish_reason, output.truncated = reason, truncated
+
+
 def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[dict[str, str]]) -> m.Call:
     """The call one span records."""
     error = error_text(span.status is SpanStatus.ERROR, span.status_message, span.events)
@@ -333,6 +348,8 @@ def _call(span: Span, a: Attributes, kind: CallKind, count: int, losses: list[di
         facts = lm_facts(a, span.trace_id, span.span_id, timestamp)
         losses.extend(loss(f"span {span.span_id}", why) for why in facts.losses)
         entry = facts.entry
+        if entry is not None:
+            _own_outputs(a, entry.response.outputs)
         if error is not None and entry is not None:
             # as DSPy records it (and live capture): a call that raised has no history entry, and no response
             losses.append(loss(f"span {span.span_id}", "the LM call failed: no history entry is kept for it (DSPy records none for a call that raised), so neither is the request the span holds"))
