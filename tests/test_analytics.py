@@ -70,6 +70,14 @@ EXPECTED_COLUMNS = {
     "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "parts", "call"],
     "tool_calls_not_offered": ["trace", "tool", "call", "request"],
     "duplicate_tool_call_ids": ["trace", "holder", "call_id", "calls"],
+    "candidate_lineage": [
+        "trace", "compilation", "optimizer", "ancestors", "candidate", "program", "optimizer_score", "best_evaluation_score",
+        "evaluation_count", "evaluation_cost", "making_cost",
+    ],
+    "candidate_gains": [
+        "trace", "compilation", "ancestors", "candidate", "program", "parent", "parent_program", "score", "parent_score", "gain",
+        "cost", "gain_per_dollar",
+    ],
     "program_scores": [
         "program", "program_class", "evaluations", "best_score", "mean_score", "evaluation_lm_calls", "evaluation_input_tokens",
         "evaluation_output_tokens", "evaluation_cost", "compilations", "compile_lm_calls", "compile_input_tokens",

@@ -449,3 +449,20 @@ def test_summaries_give_what_the_plain_walk_gives(value):
     reference = _reference_summary({"v": value}, 50, reference_losses, "input_summary")
     assert _same(fast, reference) and _only_builtins(fast)
     assert fast_losses == reference_losses
+
+
+def test_a_response_format_given_as_a_pydantic_class_is_kept_as_the_schema_the_provider_is_sent():
+    """DSPy's JSONAdapter passes its output model class as ``response_format``: it is kept as LiteLLM sends it, not
+    as a loss."""
+    import pydantic
+    from litellm.utils import type_to_response_format_param
+
+    from dspy_rdf.sources.live import json_data
+
+    class Proposal(pydantic.BaseModel):
+        new_instruction: str
+
+    losses: list[dict[str, str]] = []
+    kept = json_data({"response_format": Proposal}, losses=losses)
+    assert losses == [] and kept == {"response_format": type_to_response_format_param(Proposal)}
+    assert kept["response_format"]["json_schema"]["schema"]["required"] == ["new_instruction"]

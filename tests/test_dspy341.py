@@ -27,6 +27,7 @@ FILES = [
     "tests/test_roundtrip.py",
     "tests/test_redact.py",
     "tests/test_paths.py",
+    "tests/test_optimizer_lineage.py",
 ]
 
 

@@ -208,7 +208,7 @@ def test_the_schema_prov_mappings_say_what_the_view_does(store):
     view = PROV_VIEW.read_text(encoding="utf-8")
     followed = set(re.findall(r"dspy:(\w+)", view)) - set(class_terms)
     relation = {"messages": "used", "request": "used", "response": "generated", "answers": "used", "decided_by": "wasInformedBy",
-                "tool_result": "generated", "model": "wasAssociatedWith", "module_class": "wasAssociatedWith", "tool_name": "wasAssociatedWith",
+                "tool_result": "generated", "model": "wasAssociatedWith", "module_class": "wasAssociatedWith", "tool_name": "wasAssociatedWith", "candidates": "generated", "parent_candidates": "wasDerivedFrom", "training_examples": "used",
                 "started_at": "startedAtTime", "ended_at": "endedAtTime", "timestamp": "endedAtTime"}  # fmt: skip
     for slot, term in relation.items():
         assert slot in followed and term in slot_terms[slot], slot

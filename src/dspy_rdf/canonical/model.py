@@ -627,6 +627,27 @@ class EvaluateCall:
 
 
 @dataclass(slots=True, kw_only=True)
+class TrainingExample:
+    """One example of the training set a compile was given, summarized as JSON."""
+
+    example: JSONValue | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ProgramCandidate:
+    """A program a compile started from, evaluated or returned; ``parent_candidates`` are indices into the same
+    ``CompileCall.candidates`` (earlier ones), ``state_changes`` what differs from the first parent, per predictor."""
+
+    program_fingerprint: str
+    parent_candidates: list[int] = field(default_factory=list)
+    state_changes: JSONValue | None = None
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        self.score = decimal_number(self.score)
+
+
+@dataclass(slots=True, kw_only=True)
 class CompileCall:
     """A call of an optimizer's ``compile``; the runs and evaluations it made are its descendants."""
 
@@ -640,6 +661,8 @@ class CompileCall:
     program_class: str | None = None
     student_fingerprint: str | None = None
     program_fingerprint: str | None = None
+    candidates: list[ProgramCandidate] = field(default_factory=list)
+    training_examples: list[TrainingExample] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.started_at = canonical_datetime(self.started_at)

@@ -170,6 +170,7 @@ class _Run(RecordedRun):
     claimed: set[int] = field(default_factory=set)  # ids of the live lm.history entries taken by its LM calls
     outputs: dict[int, Any] = field(default_factory=dict)  # module call index -> its live outputs, while an evaluation may ask
     evaluations: dict[int, Any] = field(default_factory=dict)  # evaluate call index -> the live EvaluationResult
+    learnable: dict[str, dict[str, Any]] = field(default_factory=dict)  # fingerprint -> instructions and demos per predictor
     open_calls: int = 0
 
 
@@ -379,6 +380,7 @@ class TraceRecorder(BaseCallback):
             where = self._where.get(call_id)
             if where is not None and program is not None:
                 self._evaluating.append(_Evaluation(run=where[0], index=where[1], program=program))
+                _keep_learnable(where[0], program)
 
     def on_evaluate_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
@@ -391,7 +393,10 @@ class TraceRecorder(BaseCallback):
 
     def on_compile_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         student = inputs.get("student")
-        summary = {k: v for k, v in inputs.items() if k not in ("student", "teacher")}
+        trainset = inputs.get("trainset")
+        examples = list(trainset) if isinstance(trainset, (list, tuple)) else None
+        # the training set is kept example by example (what the compiled program is made from), not in the summary
+        summary = {k: v for k, v in inputs.items() if k not in ("student", "teacher") and not (k == "trainset" and examples is not None)}
         losses: list[dict[str, str]] = []
         call = {
             "call": "compile",
@@ -400,13 +405,23 @@ class TraceRecorder(BaseCallback):
             "program_class": None if student is None else _class_name(student),
             "student_fingerprint": program_fingerprint(student),
         }
+        if examples is not None:
+            call["training_examples"] = [
+                {"example": summarize(example, max_chars=self.max_chars, losses=losses, path=f"training_examples[{i}].example")}
+                for i, example in enumerate(examples)
+            ]
         self._start(call_id, call, instance, losses)
+        with self._lock:
+            where = self._where.get(call_id)
+            if where is not None and student is not None:
+                _keep_learnable(where[0], student)
 
     def on_compile_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
             if outputs is not None:
                 call["program_class"] = _class_name(outputs)
-                call["program_fingerprint"] = program_fingerprint(outputs)
+                call["program_fingerprint"] = _keep_learnable(run, outputs)
+            call["candidates"] = _candidates(run, index, call, outputs, self.max_chars, losses)
 
         self._end(call_id, exception, update)
 
@@ -520,6 +535,102 @@ def program_fingerprint(program: Any) -> str | None:
         return None
     text = canonical_json({"class": _class_name(program), "state": json_data(state)})
     return short_hash(text)
+
+
+def _learnable_state(program: Any) -> dict[str, Any] | None:
+    """Each predictor's instructions and demos, from the program's ``dump_state()`` (nothing else of it: the state
+    may hold an LM's settings, credentials included); None when it has none."""
+    dump = getattr(program, "dump_state", None)
+    if not callable(dump):
+        return None
+    try:
+        state = dump()
+        if isinstance(state, dict) and "signature" in state and "demos" in state:  # a predictor alone (dspy.Predict)
+            state = {"self": state}  # named as DSPy's named_predictors() names it
+        out: dict[str, Any] = {}
+        for name, predictor in state.items():
+            if isinstance(predictor, dict):
+                signature = predictor.get("signature")
+                out[str(name)] = {
+                    "instructions": signature.get("instructions") if isinstance(signature, dict) else None,
+                    "demos": predictor.get("demos", []),
+                }
+        return out
+    except Exception:  # noqa: BLE001 - a program whose state cannot be read has no recorded changes
+        return None
+
+
+def _keep_learnable(run: _Run, program: Any) -> str | None:
+    """The program's fingerprint, its learnable state kept in the run under it."""
+    fingerprint = program_fingerprint(program)
+    if fingerprint is not None and fingerprint not in run.learnable:
+        state = _learnable_state(program)
+        if state is not None:
+            run.learnable[fingerprint] = state
+    return fingerprint
+
+
+def _lineage(outputs: Any, run: _Run) -> tuple[list[str], dict[str, list[str]], dict[str, float]] | None:
+    """The candidates an optimizer reports with their parents and scores (GEPA's ``detailed_results``, kept on the
+    program it returns when ``track_stats`` is on), by fingerprint; None when it reports none."""
+    details = getattr(outputs, "detailed_results", None)
+    try:
+        programs, parents, scores = details.candidates, details.parents, details.val_aggregate_scores  # type: ignore[union-attr]
+        fingerprints = [_keep_learnable(run, program) for program in programs]
+        if any(f is None for f in fingerprints) or len(parents) != len(fingerprints):
+            return None
+        order = [f for f in fingerprints if f is not None]
+        made_from: dict[str, list[str]] = {}
+        for fingerprint, indices in zip(order, parents):
+            made_from.setdefault(fingerprint, [])
+            for i in indices or []:
+                if isinstance(i, int) and 0 <= i < len(order) and order[i] != fingerprint and order[i] not in made_from[fingerprint]:
+                    made_from[fingerprint].append(order[i])
+        scored = {f: number for f, score in zip(order, scores) if (number := _number(score)) is not None}
+        return order, made_from, scored
+    except Exception:  # noqa: BLE001 - another optimizer's result, or a GEPA whose result has another shape
+        return None
+
+
+def _state_changes(state: dict[str, Any] | None, parent: dict[str, Any] | None, max_chars: int, losses: list[dict[str, str]], path: str) -> Any:
+    """Per predictor, the instructions and demos of ``state`` that differ from ``parent``'s."""
+    if state is None or parent is None:
+        return None
+    changes: dict[str, Any] = {}
+    for name, predictor in state.items():
+        before = parent.get(name, {})
+        changed = {key: value for key, value in predictor.items() if before.get(key) != value}
+        if changed:
+            changes[name] = summarize(changed, max_chars=max_chars, losses=losses, path=f"{path}.{name}")
+    return changes
+
+
+def _candidates(run: _Run, index: int, call: dict[str, Any], outputs: Any, max_chars: int, losses: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The programs a compile started from, evaluated or returned, in the order it met them, each with the candidates it
+    was made from (the optimizer's lineage where it reports one, else the student) and what it changed from the first."""
+    student = call.get("student_fingerprint")
+    evaluated = [c.get("program_fingerprint") for i, c in enumerate(run.calls) if c.get("call") == "evaluate" and i != index and _below(run.calls, i, index)]
+    lineage = _lineage(outputs, run) if outputs is not None else None
+    reported = lineage[0] if lineage is not None else []
+    order = list(dict.fromkeys(f for f in [student, *reported, *evaluated, call.get("program_fingerprint")] if f is not None))
+    if not order:
+        return []
+    made_from, scores = (lineage[1], lineage[2]) if lineage is not None else ({}, {})
+    position = {fingerprint: i for i, fingerprint in enumerate(order)}
+    out = []
+    for i, fingerprint in enumerate(order):
+        parents = made_from.get(fingerprint)
+        if parents is None:  # an optimizer that reports no lineage makes every candidate from the student
+            parents = [student] if student is not None and fingerprint != student else []
+        indices = [position[p] for p in parents if p in position]
+        first = run.learnable.get(order[indices[0]]) if indices else None
+        out.append({
+            "program_fingerprint": fingerprint,
+            "parent_candidates": indices,
+            "state_changes": _state_changes(run.learnable.get(fingerprint), first, max_chars, losses, f"candidates[{i}].state_changes"),
+            "score": scores.get(fingerprint),
+        })  # fmt: skip
+    return out
 
 
 def _below(calls: list[dict[str, Any]], index: int, ancestor: int) -> bool:

@@ -134,7 +134,9 @@ def _call(record: dict[str, Any], started_at: str, ended_at: str | None) -> m.Ca
         return m.CompileCall(
             optimizer_class=record["optimizer_class"], input_summary=record.get("input_summary"),
             program_class=record.get("program_class"), student_fingerprint=record.get("student_fingerprint"),
-            program_fingerprint=record.get("program_fingerprint"), **common,
+            program_fingerprint=record.get("program_fingerprint"),
+            candidates=[m.ProgramCandidate(**c) for c in record.get("candidates", ())],
+            training_examples=[m.TrainingExample(**e) for e in record.get("training_examples", ())], **common,
         )  # fmt: skip
     raise ValueError(f"a recorded call of unknown kind {kind!r}")
 

@@ -272,6 +272,8 @@ class _Graph:
                 program_class=self.string(iri, p, "program_class"),
                 student_fingerprint=self.string(iri, p, "student_fingerprint"),
                 program_fingerprint=self.string(iri, p, "program_fingerprint"),
+                candidates=self.candidates(iri, p),
+                training_examples=[self.training_example(c) for c in self.children(iri, p, "training_examples")],
                 **common,
             )
         if kind == "LMCall":
@@ -335,6 +337,32 @@ class _Graph:
             program_call=self.call_index(iri, p, "program_call", index),
             error=self.string(iri, p, "error"),
         )
+
+    def training_example(self, iri: str) -> m.TrainingExample:
+        p = self.node(iri, "TrainingExample")
+        self.check_slots(iri, p, CLASS_SLOTS["TrainingExample"])
+        return m.TrainingExample(example=self.json(iri, p, "example"))
+
+    def candidates(self, iri: str, props: Node) -> list[m.ProgramCandidate]:
+        """A compilation's candidates, each parent named by its index among them (an earlier or later one alike)."""
+        nodes = self.children(iri, props, "candidates")
+        position = {node: i for i, node in enumerate(nodes)}
+        out = []
+        for node in nodes:
+            p = self.node(node, "ProgramCandidate")
+            self.check_slots(node, p, CLASS_SLOTS["ProgramCandidate"])
+            parents = []
+            for parent in self.iris(node, p, "parent_candidates"):
+                if parent not in position:
+                    raise self.error(node, v.slot_iri("parent_candidates"), f"<{parent}> is not a candidate of this compilation")
+                parents.append(position[parent])
+            out.append(m.ProgramCandidate(
+                program_fingerprint=self.string(node, p, "program_fingerprint", required=True),
+                parent_candidates=sorted(parents),
+                state_changes=self.json(node, p, "state_changes"),
+                score=self.decimal(node, p, "score"),
+            ))  # fmt: skip
+        return out
 
     def call_index(self, iri: str, props: Node, slot: str, index: dict[str, int]) -> int | None:
         target = self.child(iri, props, slot)

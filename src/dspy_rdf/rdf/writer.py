@@ -62,7 +62,7 @@ C = {name: _iri(v.class_iri(name)) for name in (
     "Trace", "LMHistoryEntry", "LMRequest", "LMResponse", "LMMessage", "LMToolSpec", "LMConfig",
     "LMReasoningConfig", "LMToolChoice", "LMCacheConfig", "LMPromptCacheConfig", "LMUsage", "LMOutput",
     "ModuleCall", "LMCall", "ToolExecution", "ToolCall", "ToolResult", "UsageSummary", "EvaluateCall", "CompileCall",
-    "ExampleResult",
+    "ExampleResult", "ProgramCandidate", "TrainingExample",
     *(cls.__name__ for cls in m.PART_CLASSES.values()),
 )}
 _PART_TYPE_LITERAL = {kind: f'"{kind}"' for kind in m.PART_CLASSES}
@@ -492,6 +492,25 @@ class _Writer:
             for slot in ("program_class", "student_fingerprint", "program_fingerprint"):
                 if (value := getattr(call, slot)) is not None:
                     add(f"{s} {getattr(P, slot)} {_s(value)}{t}")
+            for i, candidate in enumerate(call.candidates):
+                cs = f"<{iri}/candidate/{i}>"
+                add(f"{s} {P.candidates} {cs}{t}")
+                add(f"{cs} {_TYPE} {C['ProgramCandidate']}{t}")
+                add(f"{cs} {P.position} {_int(i)}{t}")
+                add(f"{cs} {P.program_fingerprint} {_s(candidate.program_fingerprint)}{t}")
+                for made_from in candidate.parent_candidates:
+                    add(f"{cs} {P.parent_candidates} <{iri}/candidate/{made_from}>{t}")
+                if candidate.state_changes is not None:
+                    add(f"{cs} {P.state_changes} {_j(candidate.state_changes)}{t}")
+                if candidate.score is not None:
+                    add(f"{cs} {P.score} {_score(candidate.score)}{t}")
+            for i, training in enumerate(call.training_examples):
+                es = f"<{iri}/training_example/{i}>"
+                add(f"{s} {P.training_examples} {es}{t}")
+                add(f"{es} {_TYPE} {C['TrainingExample']}{t}")
+                add(f"{es} {P.position} {_int(i)}{t}")
+                if training.example is not None:
+                    add(f"{es} {P.example} {_j(training.example)}{t}")
             self.subtrees.append((position, s))
         elif isinstance(call, m.LMCall):
             if call.model is not None:

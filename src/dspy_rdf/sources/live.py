@@ -5,7 +5,8 @@ A running DSPy program holds its traces as live objects: ``lm.history`` dicts ho
 objects (DSPy 3.4), typed ``LMHistoryEntry`` models (DSPy 3.3 under ``experimental=True``), ``dspy.ToolCalls``,
 ``dspy.History``, ``dspy.Prediction``. :func:`json_data` turns any of them into plain JSON data (what the readers of
 :mod:`dspy_rdf.sources` take): pydantic models with ``model_dump(mode="json")``, lm15 objects with lm15's own serde,
-DSPy's ``Example`` and ``Prediction`` as their fields. A value that has no JSON form is kept as its text, and the
+DSPy's ``Example`` and ``Prediction`` as their fields, a pydantic model class (a ``response_format``) as the JSON
+schema the provider is sent for it. A value that has no JSON form is kept as its text, and the
 place and the reason are added to ``losses`` (which a trace records in ``losses``), so that nothing is dropped
 silently.
 """
@@ -136,7 +137,20 @@ def _convert(value: Any, path: str, losses: list[dict[str, str]], depth: int) ->
         return _text(value, path, losses, f"a {type(value).__qualname__} could not be converted ({type(exc).__name__}); kept as its text")
 
 
+def _response_format(model: type) -> Any:
+    """A pydantic model class given as an LM call's ``response_format`` (DSPy's JSONAdapter passes its output model):
+    what the provider is sent for it, LiteLLM's ``json_schema`` form (the class's own JSON schema where LiteLLM is not
+    installed)."""
+    try:
+        from litellm.utils import type_to_response_format_param
+    except ImportError:
+        return {"type": "json_schema", "json_schema": {"name": model.__name__, "schema": model.model_json_schema()}}  # type: ignore[attr-defined]
+    return type_to_response_format_param(model)
+
+
 def _convert_object(value: Any, path: str, losses: list[dict[str, str]], depth: int) -> Any:
+    if isinstance(value, type) and callable(getattr(value, "model_json_schema", None)):
+        return _convert(_response_format(value), path, losses, depth + 1)
     if is_lm15(value):
         from dspy_rdf.sources.lm15 import lm15_to_json
 

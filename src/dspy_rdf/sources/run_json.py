@@ -27,9 +27,11 @@ _KEYS = {
     "lm": frozenset({*_COMMON, "model", "entry"}),
     "tool": frozenset({*_COMMON, "tool_call", "tool_result", "answers", "decided_by", "pairing"}),
     "evaluate": frozenset({*_COMMON, *_EVALUATE_FIELDS, "devset_size", "score", "example_results"}),
-    "compile": frozenset({*_COMMON, *_COMPILE_FIELDS, "optimizer_class", "input_summary"}),
+    "compile": frozenset({*_COMMON, *_COMPILE_FIELDS, "optimizer_class", "input_summary", "candidates", "training_examples"}),
 }
 _RESULT_KEYS = frozenset({"example", "prediction", "score", "program_call", "error"})
+_CANDIDATE_KEYS = frozenset({"program_fingerprint", "parent_candidates", "state_changes", "score"})
+_TRAINING_KEYS = frozenset({"example"})
 _RUN_KEYS = frozenset(
     {"dspy_rdf_kind", "source_format", "source_trace_id", "dspy_version", "started_at", "ended_at", "calls", "redactions", "losses"}
 )
@@ -94,6 +96,11 @@ def call_to_json(call: m.Call) -> dict[str, Any]:
     elif isinstance(call, m.CompileCall):
         out.update(optimizer_class=call.optimizer_class, input_summary=call.input_summary)
         out.update({name: getattr(call, name) for name in _COMPILE_FIELDS})
+        out["candidates"] = [
+            {"program_fingerprint": c.program_fingerprint, "parent_candidates": c.parent_candidates, "state_changes": c.state_changes, "score": c.score}
+            for c in call.candidates
+        ]
+        out["training_examples"] = [{"example": e.example} for e in call.training_examples]
     elif isinstance(call, m.LMCall):
         out.update(model=call.model, entry=None if call.entry is None else dspy33.entry_to_json(call.entry))
     else:
@@ -232,6 +239,8 @@ def call_from_json(value: Any, path: str, count: int) -> m.Call:
             program_class=get_str(d, "program_class", path),
             student_fingerprint=get_str(d, "student_fingerprint", path),
             program_fingerprint=get_str(d, "program_fingerprint", path),
+            candidates=_candidates(get_list(d, "candidates", path), path),
+            training_examples=_training_examples(get_list(d, "training_examples", path), path),
             **common,
         )
     if kind == "lm":
@@ -286,3 +295,32 @@ def _tool_call_part(value: Any, path: str) -> m.LMToolCallPart:
     if not isinstance(part, m.LMToolCallPart):
         raise fail(f"{path}.type", f"expected a tool_call part, got a {part.part_type} part")
     return part
+
+
+def _candidates(items: list[Any], path: str) -> list[m.ProgramCandidate]:
+    """A compilation's candidates; a parent is the index of another candidate of the list."""
+    out = []
+    for i, item in enumerate(items):
+        cp = f"{path}.candidates[{i}]"
+        item = expect_object(item, cp)
+        check_keys(item, _CANDIDATE_KEYS, cp, "a program candidate")
+        parents = []
+        for k, parent in enumerate(get_list(item, "parent_candidates", cp)):
+            if isinstance(parent, bool) or not isinstance(parent, int) or not 0 <= parent < len(items) or parent == i:
+                raise fail(f"{cp}.parent_candidates[{k}]", f"expected the index of another candidate (0 to {len(items) - 1}), found {parent!r}")
+            parents.append(parent)
+        out.append(m.ProgramCandidate(
+            program_fingerprint=get_str(item, "program_fingerprint", cp, required=True),
+            parent_candidates=parents, state_changes=item.get("state_changes"), score=get_float(item, "score", cp),
+        ))  # fmt: skip
+    return out
+
+
+def _training_examples(items: list[Any], path: str) -> list[m.TrainingExample]:
+    out = []
+    for i, item in enumerate(items):
+        ep = f"{path}.training_examples[{i}]"
+        item = expect_object(item, ep)
+        check_keys(item, _TRAINING_KEYS, ep, "a training example")
+        out.append(m.TrainingExample(example=item.get("example")))
+    return out
