@@ -12,8 +12,9 @@ return the same :class:`ValidationReport`:
   hundreds of times faster than pySHACL;
 - :attr:`Engine.PYSHACL`: pySHACL over each trace (:mod:`dspy_rdf.validation.reference`), the reference.
 
-PROV-O views of traces (graphs ``<trace IRI>/prov``, as ``dspy-rdf prov`` writes them) found in an input are
-validated too, with the PROV shapes (:mod:`dspy_rdf.validation.views`), and reported in the same report.
+PROV-O views of traces (graphs without a trace that use PROV-O, as ``dspy-rdf prov`` writes them, named
+``<trace IRI>/prov``) found in an input are validated too, with the PROV shapes (:mod:`dspy_rdf.validation.views`),
+and reported in the same report.
 
 Both implement :class:`ValidationEngine` (:mod:`dspy_rdf.validation.engines`), as an engine of another package does:
 ``engine=`` takes a built-in engine, the name of a registered or installed one, or an engine object.
@@ -198,7 +199,7 @@ def validate_store(
     redactor: Redactor | None = DEFAULT_REDACTOR,
 ) -> ValidationReport:
     """Validate the traces of a store (every graph that holds one, or the trace IRIs ``traces``) and its PROV-O
-    views (graphs ``<trace IRI>/prov``, or using the PROV-O namespace, beside the traces; chosen by ``traces`` too).
+    views (the graphs without a trace that use the PROV-O namespace; chosen by ``traces`` too, by graph name).
 
     The fast engine runs inside the store (two worker processes on an embedded store; ``slices`` chooses between
     whole-store queries and slices of 1,000 traces copied into memory, see
