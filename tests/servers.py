@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,19 +73,25 @@ class Server:
 
 
 def _wait_until_answering(process: subprocess.Popen, query_url: str, log: Path, name: str, seconds: float) -> None:
+    wait_until_ready(process, lambda: httpx.post(query_url, data={"query": "ASK {}"}, timeout=2).status_code == 200, query_url, log, name, seconds)
+
+
+def wait_until_ready(process: subprocess.Popen, ready: Callable[[], bool], where: str, log: Path, name: str, seconds: float, poll: float = 0.1) -> None:
+    """Return once ``ready()`` holds (a connection refused is not ready yet); a server that exits or stays unready for
+    ``seconds`` raises :class:`ServerUnavailable` (the latter killed) naming ``where`` and its log."""
     deadline = time.monotonic() + seconds
     while True:
         if process.poll() is not None:
             raise ServerUnavailable(f"{name} exited with {process.returncode}; see {log}")
         try:
-            if httpx.post(query_url, data={"query": "ASK {}"}, timeout=2).status_code == 200:
+            if ready():
                 return
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline:
             process.kill()
-            raise ServerUnavailable(f"{name} did not answer on {query_url} within {seconds:.0f} s; see {log}")
-        time.sleep(0.1)
+            raise ServerUnavailable(f"{name} did not answer on {where} within {seconds:.0f} s; see {log}")
+        time.sleep(poll)
 
 
 def oxigraph_command() -> str:

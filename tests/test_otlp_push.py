@@ -27,7 +27,8 @@ import jsonschema
 import pytest
 from conftest import DATA
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
-from servers import free_port
+from servers import ServerUnavailable as Unavailable
+from servers import free_port, wait_until_ready
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.cli.main import main
@@ -345,27 +346,12 @@ def test_protobuf_without_opentelemetry_proto_names_the_extra(captured, receiver
 # --- real consumers ------------------------------------------------------------------------------------------------
 
 
-class Unavailable(RuntimeError):
-    """A consumer that cannot run here; the message says why."""
-
-
 def _start(command: list[str], env: dict[str, str], log: Path, ready: str, seconds: float) -> subprocess.Popen:
     """A server process, once ``ready`` answers 200."""
     with log.open("wb") as handle:
         process = subprocess.Popen(command, env={**os.environ, **env}, stdout=handle, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + seconds
-    while True:
-        if process.poll() is not None:
-            raise Unavailable(f"{command[0]} exited with {process.returncode}: {log.read_text(errors='replace')[-1500:]}")
-        try:
-            if httpx.get(ready, timeout=2).status_code == 200:
-                return process
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            process.kill()
-            raise Unavailable(f"{command[0]} did not answer on {ready} within {seconds:.0f} s; see {log}")
-        time.sleep(0.3)
+    wait_until_ready(process, lambda: httpx.get(ready, timeout=2).status_code == 200, ready, log, command[0], seconds, poll=0.3)
+    return process
 
 
 def _stop(process: subprocess.Popen) -> None:

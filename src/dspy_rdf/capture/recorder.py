@@ -361,6 +361,7 @@ class TraceRecorder(BaseCallback):
 
     def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         program = inputs.get("program")
+        fingerprint, learnable = _program_state(program)
         losses: list[dict[str, str]] = []
         try:
             metric = inputs.get("metric") or getattr(instance, "metric", None)
@@ -369,7 +370,7 @@ class TraceRecorder(BaseCallback):
                 "call": "evaluate",
                 "metric": _qualified_name(metric),
                 "program_class": None if program is None else _class_name(program),
-                "program_fingerprint": program_fingerprint(program),
+                "program_fingerprint": fingerprint,
                 "devset_size": len(devset) if devset is not None and hasattr(devset, "__len__") else None,
             }
         except Exception as exc:  # noqa: BLE001 - live objects can raise anything; the evaluation is still recorded
@@ -380,7 +381,7 @@ class TraceRecorder(BaseCallback):
             where = self._where.get(call_id)
             if where is not None and program is not None:
                 self._evaluating.append(_Evaluation(run=where[0], index=where[1], program=program))
-                _keep_learnable(where[0], program)
+                _keep(where[0], fingerprint, learnable)
 
     def on_evaluate_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
@@ -393,6 +394,7 @@ class TraceRecorder(BaseCallback):
 
     def on_compile_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         student = inputs.get("student")
+        fingerprint, learnable = _program_state(student)
         trainset = inputs.get("trainset")
         examples = list(trainset) if isinstance(trainset, (list, tuple)) else None
         # the training set is kept example by example (what the compiled program is made from), not in the summary
@@ -403,7 +405,7 @@ class TraceRecorder(BaseCallback):
             "optimizer_class": _class_name(instance),
             "input_summary": summarize(summary, max_chars=self.max_chars, losses=losses, path="input_summary"),
             "program_class": None if student is None else _class_name(student),
-            "student_fingerprint": program_fingerprint(student),
+            "student_fingerprint": fingerprint,
         }
         if examples is not None:
             call["training_examples"] = [
@@ -413,8 +415,8 @@ class TraceRecorder(BaseCallback):
         self._start(call_id, call, instance, losses)
         with self._lock:
             where = self._where.get(call_id)
-            if where is not None and student is not None:
-                _keep_learnable(where[0], student)
+            if where is not None:
+                _keep(where[0], fingerprint, learnable)
 
     def on_compile_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
         def update(run: _Run, index: int, call: dict[str, Any], losses: list[dict[str, str]]) -> None:
@@ -526,47 +528,46 @@ def _number(value: Any) -> float | None:
 def program_fingerprint(program: Any) -> str | None:
     """The identity of a program's learnable state (see the schema's ``program_fingerprint``), or None when it has
     no ``dump_state``. Only the hash is kept: the state may hold an LM's settings, credentials included."""
+    return _program_state(program)[0]
+
+
+def _program_state(program: Any) -> tuple[str | None, dict[str, Any] | None]:
+    """From one ``dump_state()``: the program's fingerprint, and each predictor's instructions and demos (nothing else
+    of the state is kept: it may hold an LM's settings, credentials included); (None, None) when it has no state."""
     dump = getattr(program, "dump_state", None)
     if not callable(dump):
-        return None
+        return None, None
     try:
         state = dump()
     except Exception:  # noqa: BLE001 - a program whose state cannot be dumped simply has no fingerprint
-        return None
-    text = canonical_json({"class": _class_name(program), "state": json_data(state)})
-    return short_hash(text)
-
-
-def _learnable_state(program: Any) -> dict[str, Any] | None:
-    """Each predictor's instructions and demos, from the program's ``dump_state()`` (nothing else of it: the state
-    may hold an LM's settings, credentials included); None when it has none."""
-    dump = getattr(program, "dump_state", None)
-    if not callable(dump):
-        return None
+        return None, None
+    fingerprint = short_hash(canonical_json({"class": _class_name(program), "state": json_data(state)}))
     try:
-        state = dump()
         if isinstance(state, dict) and "signature" in state and "demos" in state:  # a predictor alone (dspy.Predict)
             state = {"self": state}  # named as DSPy's named_predictors() names it
-        out: dict[str, Any] = {}
+        learnable: dict[str, Any] = {}
         for name, predictor in state.items():
             if isinstance(predictor, dict):
                 signature = predictor.get("signature")
-                out[str(name)] = {
+                learnable[str(name)] = {
                     "instructions": signature.get("instructions") if isinstance(signature, dict) else None,
                     "demos": predictor.get("demos", []),
                 }
-        return out
-    except Exception:  # noqa: BLE001 - a program whose state cannot be read has no recorded changes
-        return None
+    except Exception:  # noqa: BLE001 - a state of another shape: the program has a fingerprint, no recorded changes
+        return fingerprint, None
+    return fingerprint, learnable
+
+
+def _keep(run: _Run, fingerprint: str | None, learnable: dict[str, Any] | None) -> None:
+    """Keep a program's learnable state in the run, under its fingerprint."""
+    if fingerprint is not None and learnable is not None:
+        run.learnable.setdefault(fingerprint, learnable)
 
 
 def _keep_learnable(run: _Run, program: Any) -> str | None:
     """The program's fingerprint, its learnable state kept in the run under it."""
-    fingerprint = program_fingerprint(program)
-    if fingerprint is not None and fingerprint not in run.learnable:
-        state = _learnable_state(program)
-        if state is not None:
-            run.learnable[fingerprint] = state
+    fingerprint, learnable = _program_state(program)
+    _keep(run, fingerprint, learnable)
     return fingerprint
 
 

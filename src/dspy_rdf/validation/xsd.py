@@ -162,13 +162,17 @@ class _NotAValue:
 NOT_A_VALUE = _NotAValue()
 
 
+def _day(match: re.Match[str]) -> tuple[int, int, int] | None:
+    """The year, month and day a date or dateTime form names, None when that day is not in its month."""
+    year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
+    return None if day > _days_in_month(year, month) else (year, month, day)
+
+
 def _date_time(text: str) -> XsdDateTime | None:
     match = _DATE_TIME.fullmatch(text)
-    if match is None:
+    if match is None or (found := _day(match)) is None:
         return None
-    year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
-    if day > _days_in_month(year, month):
-        return None
+    year, month, day = found
     hour, minute, second = int(match["hour"]), int(match["minute"]), Fraction(match["second"])
     zone = _zone_seconds(match["zone"])
     seconds = _days_from_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - (zone or 0)
@@ -183,11 +187,9 @@ def _date_time(text: str) -> XsdDateTime | None:
 
 def _date(text: str) -> XsdDate | None:
     match = _DATE.fullmatch(text)
-    if match is None:
+    if match is None or (found := _day(match)) is None:
         return None
-    year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
-    if day > _days_in_month(year, month):
-        return None
+    year, month, day = found
     zone = _zone_seconds(match["zone"])
     try:
         shown = date.__new__(XsdDate, year, month, day)
