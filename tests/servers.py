@@ -30,6 +30,24 @@ class ServerUnavailable(RuntimeError):
     """The server cannot be started on this machine; the message says why."""
 
 
+def environment(venv: Path, requirement: str) -> Path:
+    """A Python environment of its own holding ``requirement`` (pip requirements, space-separated), built on first
+    use and again when the requirement changes: for servers and producers that pin packages of their own."""
+    stamp = venv / "dspy-rdf.stamp"
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == requirement:
+        return venv
+    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)], [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *requirement.split()]]
+    for step in steps:
+        try:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=900, check=False)
+        except subprocess.TimeoutExpired:
+            raise ServerUnavailable(f"{' '.join(step[:4])} ... took more than 15 minutes") from None
+        if done.returncode != 0:
+            raise ServerUnavailable(f"{' '.join(step[:4])} ... failed: {done.stderr[-1000:]}")
+    stamp.write_text(requirement, encoding="utf-8")
+    return venv
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on at the moment."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -32,6 +32,7 @@ from dspy_rdf.analytics.catalog import (
     sparql_term,
 )
 from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.identity import trace_iri
 from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
@@ -70,6 +71,8 @@ EXPECTED_COLUMNS = {
     "unanswered_tool_calls": ["trace", "source_kind", "tool", "call_id", "parts", "call"],
     "tool_calls_not_offered": ["trace", "tool", "call", "request"],
     "duplicate_tool_call_ids": ["trace", "holder", "call_id", "calls"],
+    "session_summary": ["session", "runs", "users", "user", "lm_calls", "priced_calls", "cost", "tool_errors", "first_started", "last_started"],
+    "session_runs": ["session", "trace", "user", "started_at", "ended_at", "lm_calls", "priced_calls", "cost", "tool_errors", "error"],
     "candidate_lineage": [
         "trace", "compilation", "optimizer", "ancestors", "candidate", "program", "optimizer_score", "best_evaluation_score",
         "evaluation_count", "evaluation_cost", "making_cost",
@@ -296,7 +299,7 @@ def unused(name: str) -> str:
 
 
 def hostile_run(name: str, day: int) -> m.Trace:
-    """A program run in which the module class, model, tool, args and finish reason are all ``name``."""
+    """A program run in which the module class, model, tool, args, finish reason, session and user are all ``name``."""
     part = m.LMToolCallPart(name=name, call_id="c1", args={name: name})
     unanswered = m.LMToolCallPart(name=name, call_id="c2")  # no result in the run
     orphan = m.LMToolResultPart(call_id="c0", name=name, content=[m.LMTextPart(text="late")])  # answers no call of the run
@@ -311,6 +314,8 @@ def hostile_run(name: str, day: int) -> m.Trace:
     return m.Trace(
         source_kind="program_run",
         source_format="dspy_callback",
+        session_id=name,
+        user_id=name,
         started_at=t0,
         ended_at=f"2031-01-{day:02d}T10:00:09+00:00",
         calls=[
@@ -333,6 +338,56 @@ def hostile_run(name: str, day: int) -> m.Trace:
     )
 
 
+def conversation_runs() -> list[m.Trace]:
+    """Two priced runs of one conversation for one user (their costs add up to a whole dollar), and a run that raised:
+    the hostile runs without their evaluation."""
+    runs = []
+    for day in (20, 21, 22):
+        run = hostile_run(f"conversation {day}", day)
+        run.calls = [call for call in run.calls if not isinstance(call, m.EvaluateCall)]
+        runs.append(dataclasses.replace(run, session_id="conversation", user_id="dave"))
+    runs[-1].calls[0].error = "RuntimeError: the program gave up"
+    return runs
+
+
+def session_truth(traces: list[m.Trace]) -> tuple[list[dict], list[dict]]:
+    """The rows of session_summary and session_runs, in their order, computed from the model (not from RDF)."""
+    runs = []
+    for trace in traces:
+        if trace.session_id is None:
+            continue
+        framework = framework_names([trace])
+        lm_calls = [c for c in trace.calls if isinstance(c, m.LMCall)]
+        costs = [c.entry.response.cost for c in lm_calls if c.entry is not None and c.entry.response is not None and c.entry.response.cost is not None]
+        failed = [c for c in trace.calls if isinstance(c, m.ToolExecution) and c.tool_call.name not in framework and execution_failed(c)]
+        raised = [c.error for c in trace.calls if c.parent_call is None and c.error is not None]
+        runs.append({
+            "session": trace.session_id, "trace": trace_iri(trace), "user": trace.user_id, "started_at": trace.started_at,
+            "ended_at": trace.ended_at, "lm_calls": len(lm_calls), "priced_calls": len(costs), "cost": sum(costs) if costs else None,
+            "tool_errors": len(failed), "error": min(raised, default=None),
+        })  # fmt: skip
+    runs.sort(key=lambda r: (r["session"], _instant(r["started_at"]), r["trace"]))
+    summary = []
+    for session in sorted({r["session"] for r in runs}):
+        mine = [r for r in runs if r["session"] == session]
+        users = {r["user"] for r in mine if r["user"] is not None}
+        starts = [r["started_at"] for r in mine if r["started_at"] is not None]
+        priced = sum(r["priced_calls"] for r in mine)
+        summary.append({
+            "session": session, "runs": len(mine), "users": len(users), "user": next(iter(users)) if len(users) == 1 else None,
+            "lm_calls": sum(r["lm_calls"] for r in mine), "priced_calls": priced,
+            "cost": sum(r["cost"] for r in mine if r["cost"] is not None) if priced else None,
+            "tool_errors": sum(r["tool_errors"] for r in mine), "first_started": min(starts, default=None), "last_started": max(starts, default=None),
+        })  # fmt: skip
+    summary.sort(key=lambda r: (_instant(r["first_started"]), r["session"]))
+    return summary, runs
+
+
+def _instant(text: str | None) -> tuple:
+    """A time as SPARQL orders it: an unbound one first."""
+    return () if text is None else (datetime.fromisoformat(text),)
+
+
 def misbehaving_model() -> m.Trace:
     """A history entry in which the model called a tool it was not offered and reused a call id."""
     data = json.loads((DATA / "history_entry_all_parts.json").read_text(encoding="utf-8"))
@@ -345,10 +400,13 @@ def misbehaving_model() -> m.Trace:
 
 
 def midnight_run() -> m.Trace:
-    """A tool execution that spans midnight at the end of a month and year (a latency of 1.25 s)."""
+    """A tool execution that spans midnight at the end of a month and year (a latency of 1.25 s), in a session of its
+    own, a run with no start time of its own."""
     return m.Trace(
         source_kind="program_run",
         source_format="dspy_callback",
+        session_id="midnight",
+        user_id="carol",
         calls=[m.ToolExecution(tool_call=m.ToolCall(name="midnight"), started_at="2030-12-31T23:59:59.5+00:00", ended_at="2031-01-01T00:00:00.75+00:00")],
     )
 
@@ -373,7 +431,10 @@ def latency_runs() -> list[m.Trace]:
                 ended_at=(began + timedelta(seconds=latency)).isoformat(),
                 error="TimeoutError(slow)" if latency > 100 else None,
             ))
-        runs.append(m.Trace(source_kind="program_run", source_format="dspy_callback", calls=calls, started_at=f"2032-03-0{run + 1}T00:00:00+00:00"))
+        runs.append(m.Trace(
+            source_kind="program_run", source_format="dspy_callback", calls=calls, started_at=f"2032-03-0{run + 1}T00:00:00+00:00",
+            session_id="timed runs", user_id=("alice", None, "bob")[run],  # one session, two users and a run for none
+        ))  # fmt: skip
     runs[0].calls.append(m.ToolExecution(tool_call=m.ToolCall(name="timed"), started_at="2032-03-01T13:00:00+00:00"))
     runs[1].calls.append(m.ToolExecution(tool_call=m.ToolCall(name="once"), started_at="2032-03-01T13:00:00+00:00", ended_at="2032-03-01T13:00:07+00:00"))
     return runs
@@ -400,6 +461,7 @@ def traces(scenario_runs) -> list[m.Trace]:
     out.append(midnight_run())
     out += latency_runs()
     out.append(misbehaving_model())
+    out += conversation_runs()
     unique = {}  # a fixture may hold the same trace as a bundled one: one graph per trace IRI
     for trace in out:
         unique.setdefault(trace_lines(trace)[0], trace)
@@ -774,6 +836,30 @@ def test_lm_calls_per_module(store, traces):
     # (1), ReAct (5 turns) and ReActV2 (2); the hand-written tool loop calls the LM itself
     scenario_calls = 1 + 5 + (2 if hasattr(dspy, "ReActV2") else 0)
     assert {r["module_class"]: r["lm_calls"] for r in rows}["Predict"] == 15 + scenario_calls
+
+
+def comparable(records: list[dict]) -> list[dict]:
+    """Query records with times as instants and costs as numbers to 9 places (engines write both their own way)."""
+    def plain(key, value):
+        if value is not None and key in ("started_at", "ended_at", "first_started", "last_started"):
+            return datetime.fromisoformat(str(value))
+        if value is not None and key == "cost":
+            return round(float(value), 9)
+        return value
+
+    return [{k: plain(k, v) for k, v in r.items()} for r in records]
+
+
+def test_session_summary_and_session_runs(store, traces):
+    summary, runs = session_truth(traces)
+    assert len(summary) == len(HOSTILE) + 3 and {r["session"]: r["runs"] for r in summary}["timed runs"] == 3
+    assert comparable(run_query(store, "session_summary").records()) == comparable(summary)
+    assert comparable(run_query(store, "session_runs").records()) == comparable(runs)
+    only = run_query(store, "session_runs", {"session": "conversation"}).records()
+    assert comparable(only) == comparable([r for r in runs if r["session"] == "conversation"]) and len(only) == 3
+    [one] = run_query(store, "session_summary", {"session": "timed runs"}).records()
+    assert (one["users"], one["user"]) == (2, None)  # two users: none named
+    assert run_query(store, "session_runs", {"session": "no such session"}).rows == []
 
 
 def test_slowest_tool_executions(store, traces):

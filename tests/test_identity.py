@@ -114,3 +114,16 @@ def test_the_content_digest_depends_on_the_model_only():
     assert content_digest(content_payload(trace)) == "sha256:" + __import__("hashlib").sha256(content_payload(trace).encode()).hexdigest()
     read_back = dataclasses.replace(trace, source_index=7, content_digest="sha256:" + "0" * 64)  # where it was read, not what it holds
     assert content_payload(read_back) == content_payload(trace)
+
+
+def test_a_session_and_user_are_part_of_the_content_and_leave_a_trace_without_them_as_it_was():
+    """A content-keyed trace in a session is another trace than the same content outside it; a program run's key is
+    its execution's, session or not (tests/test_sessions.py); a trace without them keeps its pinned digest."""
+    from dspy_rdf.canonical import model as m
+    from dspy_rdf.canonical.identity import content_payload, trace_key
+
+    trace = m.Trace(source_kind="lm_part", parts=[m.LMTextPart(text="hello")])
+    with_session = dataclasses.replace(trace, session_id="s", user_id="u")
+    assert content_payload(trace) == '{"@":"Trace","parts":[{"@":"LMTextPart","text":"hello"}],"source_kind":"lm_part"}'
+    assert content_payload(with_session) == '{"@":"Trace","parts":[{"@":"LMTextPart","text":"hello"}],"session_id":"s","source_kind":"lm_part","user_id":"u"}'
+    assert trace_key(with_session) != trace_key(trace)

@@ -28,7 +28,7 @@ import pytest
 from conftest import DATA
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from servers import ServerUnavailable as Unavailable
-from servers import free_port, wait_until_ready
+from servers import environment, free_port, wait_until_ready
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.cli.main import main
@@ -92,6 +92,7 @@ class Receiver:
     status: int = 200
     answer: bytes = b""
     content_type: str = "application/x-protobuf"
+    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # answers given first, with their headers
 
     def exports(self) -> list[ExportTraceServiceRequest]:
         out = []
@@ -116,7 +117,10 @@ def receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:  # the name http.server calls
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             state.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(state.status)
+            status, extra = state.script.pop(0) if state.script else (state.status, {})
+            self.send_response(status)
+            for name, value in extra.items():
+                self.send_header(name, value)
             self.send_header("Content-Type", state.content_type)
             self.send_header("Content-Length", str(len(state.answer)))
             self.end_headers()
@@ -254,6 +258,37 @@ def test_compilations_evaluations_and_modules_have_their_kinds_and_come_back():
     assert [type(c) for c in back.calls] == [m.CompileCall, m.EvaluateCall, m.ModuleCall] and lost == []
 
 
+def test_evaluation_scores_are_genai_evaluation_events_on_the_calls_they_scored():
+    calls: list[m.Call] = [
+        m.EvaluateCall(
+            started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:04Z", program_class="QA", metric="exact_match",
+            devset_size=3, score=50.0,
+            example_results=[
+                m.ExampleResult(example={"q": "a"}, score=1.0, program_call=1),
+                m.ExampleResult(example={"q": "b"}, score=0.0, program_call=2),
+                m.ExampleResult(example={"q": "c"}, error="ValueError: no answer"),
+            ],
+        ),
+        m.ModuleCall(module_class="QA", started_at="2026-01-01T00:00:01Z", ended_at="2026-01-01T00:00:02Z", parent_call=0),
+        m.ModuleCall(module_class="QA", started_at="2026-01-01T00:00:02Z", ended_at="2026-01-01T00:00:03Z", parent_call=0),
+    ]  # fmt: skip
+    trace = m.Trace(source_kind="program_run", source_format="dspy_callback", calls=calls, started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:04Z")
+    resource_spans, lost = trace_to_resource_spans(trace)
+    spans = resource_spans["scopeSpans"][0]["spans"]
+
+    def events(span: dict) -> list[dict]:
+        return [{a["key"]: next(iter(a["value"].values())) for a in e["attributes"]} for e in span.get("events", []) if e["name"] == "gen_ai.evaluation.result"]
+
+    assert events(spans[0]) == [
+        {"gen_ai.evaluation.name": "exact_match", "error.type": "ValueError"},
+        {"gen_ai.evaluation.name": "exact_match", "gen_ai.evaluation.score.value": 50.0},
+    ]  # fmt: skip
+    assert events(spans[1]) == [{"gen_ai.evaluation.name": "exact_match", "gen_ai.evaluation.score.value": 1.0}]
+    assert events(spans[2]) == [{"gen_ai.evaluation.name": "exact_match", "gen_ai.evaluation.score.value": 0.0}]
+    [back] = traces_from_json(json.loads(json.dumps({"resourceSpans": [resource_spans]})))
+    assert lost == [] and back.losses == [] and back.calls[0].example_results == calls[0].example_results
+
+
 def test_json_and_gzip_and_a_base_url(captured, receiver, capsys):
     base = receiver.url.removesuffix("/v1/traces")
     assert main(["to-otlp", str(captured), "--endpoint", base, "--protocol", "json", "--gzip"]) == 0
@@ -306,6 +341,26 @@ def test_an_http_error_is_one_line_without_the_header_values(captured, receiver,
     out, err = capsys.readouterr()
     assert err.strip() == f"error: {receiver.url} answered HTTP 401 Unauthorized: bad token" and out == ""
     assert TOKEN not in out + err
+
+
+def test_a_busy_receiver_is_sent_the_same_request_again_after_its_retry_after(captured, receiver, capsys):
+    receiver.script = [(503, {"Retry-After": "0"}), (429, {"Retry-After": "0"})]
+    assert main(["to-otlp", str(captured), "--endpoint", receiver.url]) == 0
+    out = capsys.readouterr().out
+    assert "sent 3 trace(s), 25 span(s)" in out and "2 request(s) sent again after the receiver asked to wait" in out
+    assert len(receiver.requests) == 3 and receiver.requests[0].body == receiver.requests[1].body == receiver.requests[2].body
+
+
+def test_a_receiver_that_stays_busy_is_an_error_after_the_retries(captured, receiver, capsys):
+    receiver.script = [(503, {"Retry-After": "0"})] * 3
+    assert main(["to-otlp", str(captured), "--endpoint", receiver.url, "--retries", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert err.strip() == f"error: {receiver.url} answered HTTP 503 Service Unavailable (after 2 retries)" and out == ""
+    assert len(receiver.requests) == 3
+    receiver.requests.clear()
+    receiver.script = [(400, {"Retry-After": "0"})]  # not a busy receiver: never sent again
+    assert main(["to-otlp", str(captured), "--endpoint", receiver.url]) == 2
+    assert len(receiver.requests) == 1 and "answered HTTP 400 Bad Request" in capsys.readouterr().err
 
 
 def test_a_refused_connection_is_one_line(captured, capsys):
@@ -381,7 +436,7 @@ print(json.dumps(out))
 @pytest.mark.slow
 def test_mlflow_tracking_server_takes_the_spans_as_sent(captured, tmp_path, capsys):
     try:
-        python = _environment(ROOT / ".venv-mlflow3", MLFLOW) / "bin" / "python"
+        python = environment(ROOT / ".venv-mlflow3", MLFLOW) / "bin" / "python"
     except Unavailable as exc:
         pytest.skip(f"cannot build MLflow's environment here: {exc}")
     port = free_port()
@@ -412,26 +467,9 @@ def test_mlflow_tracking_server_takes_the_spans_as_sent(captured, tmp_path, caps
         assert sorted({types[s["span_type"]] for s in back["spans"]}) == expected
 
 
-def _environment(venv: Path, requirement: str) -> Path:
-    """An environment of its own holding ``requirement``, built here on first use (and again when the pin changes)."""
-    stamp = venv / "dspy-rdf.stamp"
-    if stamp.exists() and stamp.read_text(encoding="utf-8") == requirement:
-        return venv
-    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)], [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", requirement]]
-    for step in steps:
-        try:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=900, check=False)
-        except subprocess.TimeoutExpired:
-            raise Unavailable(f"{' '.join(step[:4])} ... took more than 15 minutes") from None
-        if done.returncode != 0:
-            raise Unavailable(f"{' '.join(step[:4])} ... failed: {done.stderr[-1000:]}")
-    stamp.write_text(requirement, encoding="utf-8")
-    return venv
-
-
 def _phoenix() -> Path:
     """The ``phoenix`` command of its own environment."""
-    return _environment(ROOT / ".venv-phoenix", PHOENIX) / "bin" / "phoenix"
+    return environment(ROOT / ".venv-phoenix", PHOENIX) / "bin" / "phoenix"
 
 
 def _phoenix_spans(url: str, wanted: int, seconds: float = 60) -> list[dict]:

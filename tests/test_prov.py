@@ -21,18 +21,21 @@ from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.interop.prov import PROV, PROV_SHAPES, PROV_VIEW, prov_graph_name, prov_view, validate_prov
+from dspy_rdf.interop.prov import PROV, PROV_SHAPES, PROV_VIEW, prov_graph_name, prov_view, validate_prov, view_parts
 from dspy_rdf.rdf.writer import part_ref_iri
 from dspy_rdf.resources import schema_path
 from dspy_rdf.sources.tracejson import trace_from_json
 from dspy_rdf.store import EmbeddedStore
 
 DSPY = "https://w3id.org/lmodel/dspy/"
+DCTERMS = "http://purl.org/dc/terms/"
+SESSION = "conversation 7/ü"
+USER = "alice@example.org"
 @pytest.fixture(scope="module")
 def captured() -> dict[str, m.Trace]:
     """A dspy.ReAct run with a failing tool and a native parallel tool-calling run, on the real dspy.LM."""
     sink = MemorySink()
-    recorder = TraceRecorder(sink)
+    recorder = TraceRecorder(sink, session_id=SESSION, user_id=USER)  # the user and session the view keeps
     with dspy.context(lm=ScriptedLM(REACT), callbacks=[recorder]):
         dspy.ReAct("question -> answer", tools=[add, divide])(question=QUESTION_REACT)
     with dspy.context(lm=ScriptedLM(NATIVE), adapter=dspy.ChatAdapter(use_native_function_calling=True), callbacks=[recorder]):
@@ -125,6 +128,8 @@ def _broken_views(triples: list[ox.Triple]) -> dict[str, list[ox.Triple]]:
     associated = next(t for t in triples if t.predicate.value == PROV + "wasAssociatedWith")
     derived = next(t for t in triples if t.predicate.value == PROV + "wasDerivedFrom")
     association = next(t for t in triples if t.predicate.value == PROV + "qualifiedAssociation")
+    delegation = next(t.object for t in triples if t.predicate.value == PROV + "qualifiedDelegation")
+    part_of = next(t for t in triples if t.predicate.value == DCTERMS + "isPartOf")
     other_activity = next(t.subject for t in triples if t.predicate.value == start and t.subject != generated.object)
     # an activity besides the one each informed activity names (the triples come in the store's order, which differs
     # from run to run: the first activity found may be that very one, and adding it again would change nothing)
@@ -154,6 +159,9 @@ def _broken_views(triples: list[ox.Triple]) -> dict[str, list[ox.Triple]]:
         "an association without its agent": [t for t in triples if not (t.subject == association.object and t.predicate.value == PROV + "agent")],
         "an association without a role": [t for t in triples if not (t.subject == association.object and t.predicate.value == PROV + "hadRole")],
         "a qualified association that is not one": triples + [ox.Triple(association.subject, association.predicate, used.object)],
+        "part of two sessions": triples + [ox.Triple(part_of.subject, part_of.predicate, ox.NamedNode("urn:dspy-rdf:session:other"))],
+        "a delegation without the agent acted for": [t for t in triples if not (t.subject == delegation and t.predicate.value == PROV + "agent")],
+        "a delegation without its activity": [t for t in triples if not (t.subject == delegation and t.predicate.value == PROV + "hadActivity")],
     }
 
 
@@ -209,7 +217,7 @@ def test_the_schema_prov_mappings_say_what_the_view_does(store):
     followed = set(re.findall(r"dspy:(\w+)", view)) - set(class_terms)
     relation = {"messages": "used", "request": "used", "response": "generated", "answers": "used", "decided_by": "wasInformedBy",
                 "tool_result": "generated", "model": "wasAssociatedWith", "module_class": "wasAssociatedWith", "tool_name": "wasAssociatedWith", "candidates": "generated", "parent_candidates": "wasDerivedFrom", "training_examples": "used",
-                "started_at": "startedAtTime", "ended_at": "endedAtTime", "timestamp": "endedAtTime"}  # fmt: skip
+                "started_at": "startedAtTime", "ended_at": "endedAtTime", "timestamp": "endedAtTime", "user_id": "actedOnBehalfOf"}  # fmt: skip
     for slot, term in relation.items():
         assert slot in followed and term in slot_terms[slot], slot
 
@@ -271,7 +279,23 @@ def test_generic_prov_queries_answer_without_the_dspy_vocabulary_or_a_reasoner(s
     root = next(c for c in trace.calls if isinstance(c, m.ModuleCall) and c.parent_call is None)
     program = "urn:dspy-rdf:program:" + quote(root.module_class, safe="-._~")  # as SPARQL's ENCODE_FOR_URI writes a name
     models = {quote(c.entry.request.model, safe="-._~") for c in trace.calls if isinstance(c, m.LMCall)}
-    assert agents == {program} | {"urn:dspy-rdf:model:" + name for name in models} | {"urn:dspy-rdf:tool:" + quote(t, safe="-._~") for t in tools}
+    user = "urn:dspy-rdf:user:" + quote(USER, safe="-._~")
+    tool_agents = {"urn:dspy-rdf:tool:" + quote(t, safe="-._~") for t in tools}
+    assert agents == {program, user} | {"urn:dspy-rdf:model:" + name for name in models} | tool_agents
+    # the user is an agent, not software; every activity was done on behalf of the user, through the program
+    software = {r["a"].value for r in memory.query(f"SELECT ?a WHERE {{ ?a a <{PROV}SoftwareAgent> }}")}
+    assert software == agents - {user}
+    behalf = {r["a"].value for r in memory.query(
+        f"SELECT DISTINCT ?a WHERE {{ ?a <{PROV}wasAssociatedWith>/<{PROV}actedOnBehalfOf>* <{user}> }}")}  # fmt: skip
+    assert behalf == activities
+    [delegation] = list(memory.query(
+        f"SELECT ?d ?run WHERE {{ <{program}> <{PROV}actedOnBehalfOf> <{user}> ; <{PROV}qualifiedDelegation> ?d . "
+        f"?d <{PROV}agent> <{user}> ; <{PROV}hadActivity> ?run }}"))  # fmt: skip
+    assert delegation["run"].value == f"{iri}/call/{trace.calls.index(root)}"
+    # every activity is part of the session, which is labelled with its id
+    parts = {(r["a"].value, r["label"].value) for r in memory.query(
+        f"SELECT ?a ?label WHERE {{ ?a <{DCTERMS}isPartOf> ?s . ?s a <{PROV}Entity> ; <http://www.w3.org/2000/01/rdf-schema#label> ?label }}")}  # fmt: skip
+    assert parts == {(a, SESSION) for a in activities}
     # what did the program do: every activity of the run, in order of start
     done = _generic(memory, "what did agent A do", A=program)
     assert {row["activity"] for row in done} == activities
@@ -281,7 +305,7 @@ def test_generic_prov_queries_answer_without_the_dspy_vocabulary_or_a_reasoner(s
     qualified = {(r["a"].value, r["agent"].value): r["role"].value for r in memory.query(
         f"SELECT ?a ?agent ?role WHERE {{ ?a <{PROV}qualifiedAssociation> [ <{PROV}agent> ?agent ; <{PROV}hadRole> ?role ] }}")}  # fmt: skip
     assert set(qualified) == associations and len(associations) > len(activities)
-    assert set(qualified.values()) == {"urn:dspy-rdf:role:program", "urn:dspy-rdf:role:language-model", "urn:dspy-rdf:role:tool"}
+    assert set(qualified.values()) == {"urn:dspy-rdf:role:program", "urn:dspy-rdf:role:language-model", "urn:dspy-rdf:role:tool", "urn:dspy-rdf:role:user"}
     # what generated the answer: the last LM call, by the model on behalf of the program
     last = max(n for n, c in enumerate(trace.calls) if isinstance(c, m.LMCall))
     generated = _generic(memory, "what generated X", X=f"{iri}/call/{last}/entry/response")
@@ -386,3 +410,33 @@ def test_prov_of_a_trace_the_store_does_not_hold_is_an_error_naming_it(captured,
 def test_a_trace_given_by_a_part_of_its_iri_is_refused_saying_to_give_the_whole_iri(closed_store, capsys, command):
     assert main([command, "--store", closed_store, "--trace", "sha256-0000"]) == 2
     assert capsys.readouterr().err.strip() == "error: 'sha256-0000' is not a trace IRI: give the whole IRI, as `dspy-rdf dump` or a query shows it"
+
+
+class RefusesTheWholeView:
+    """A store that refuses the view's whole query, as Virtuoso does once its estimate of the cost passes its limit
+    (which grows with the store): every other query goes to the real store."""
+
+    def __init__(self, store) -> None:
+        self.store, self.refused = store, 0
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def construct(self, sparql: str) -> bytes:
+        from dspy_rdf.store.base import StoreError
+
+        if "\n    UNION\n" in sparql:
+            self.refused += 1
+            raise StoreError("HTTP 500 SPARQL Request Failed: Virtuoso 42000 Error The estimated execution time exceeds the limit")
+        return self.store.construct(sparql)
+
+
+def test_a_store_that_refuses_the_whole_view_gets_it_in_parts_with_the_same_triples(store):
+    parts = view_parts(PROV_VIEW.read_text(encoding="utf-8"))
+    assert len(parts) >= 10 and all("\n    UNION\n" not in part for part in parts)
+    iris = store.trace_iris()
+    whole = {iri: sorted(map(str, triples)) for iri, triples in prov_view(store)}
+    refusing = RefusesTheWholeView(store)
+    split = {iri: sorted(map(str, triples)) for iri, triples in prov_view(refusing)}
+    assert refusing.refused == 1 and split == whole and len(whole) == len(iris)
+    assert sum(map(len, whole.values())) > 500  # views of runs, entries and trajectories (a lone message has none)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
+import dspy
 import prov
 import prov.model as pm
 import pyoxigraph as ox
@@ -21,8 +22,12 @@ import pytest
 from conftest import DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lms import ScriptedLM
 from lxml import etree
+from traced_programs import QUESTION_REACT, REACT, add, divide
 
+from dspy_rdf.canonical import model as m
+from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
@@ -50,9 +55,20 @@ def store_path(tmp_path_factory) -> str:
     assert main(["export", str(DATA / "crosspath" / "capture.jsonl"), "--store", str(path)]) == 0
     traces = [item.trace for item in read_traces(bundled_traces_path())]
     traces += [trace_from_json(json.loads((DATA / name).read_text())) for name in ("history_dicts_dspy3.3.1.json", "react_history.json")]
+    traces.append(run_in_a_session())
     with EmbeddedStore(path) as store:
         store.put(traces)
     return str(path)
+
+
+def run_in_a_session() -> m.Trace:
+    """A dspy.ReAct run recorded live for a user in a session (the user an agent, the session an entity of the view),
+    both ids with characters an XML name cannot hold."""
+    sink = MemorySink()
+    with dspy.context(lm=ScriptedLM(REACT), callbacks=[TraceRecorder(sink, session_id="conversation 7/ü", user_id="alice@example.org")]):
+        dspy.ReAct("question -> answer", tools=[add, divide])(question=QUESTION_REACT)
+    [trace] = sink.traces
+    return trace
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +209,8 @@ def test_provn_has_a_statement_for_each_record_of_the_view(written, views):
     names = {prefixes[name.split(":", 1)[0]] + name.split(":", 1)[1]: c for name, c in counts.items()}
     handled = {RDF_TYPE, "http://www.w3.org/2000/01/rdf-schema#label"} | {PROV + p for p in (
         "startedAtTime", "endedAtTime", "used", "wasGeneratedBy", "wasInformedBy", "wasDerivedFrom", "wasAssociatedWith",
-        "actedOnBehalfOf", "qualifiedAssociation", "agent", "hadRole")}  # fmt: skip
+        "actedOnBehalfOf", "qualifiedAssociation", "agent", "hadRole", "qualifiedDelegation", "hadActivity")}  # fmt: skip
+    handled.add("http://purl.org/dc/terms/isPartOf")  # a session: an attribute of the activity, not a statement
     for iri, triples in views:
         assert {t.predicate.value for t in triples} <= handled, "a PROV term this test does not count yet"
         subjects = _typed(triples)
@@ -201,10 +218,14 @@ def test_provn_has_a_statement_for_each_record_of_the_view(written, views):
         qualified = {(t.subject, d.object) for t in triples if t.predicate.value == PROV + "qualifiedAssociation"
                      for d in triples if d.subject == t.object and d.predicate.value == PROV + "agent"}  # fmt: skip
         unqualified = {(t.subject, t.object) for t in triples if t.predicate.value == PROV + "wasAssociatedWith"}
+        delegated = {(t.subject, d.object) for t in triples if t.predicate.value == PROV + "qualifiedDelegation"
+                     for d in triples if d.subject == t.object and d.predicate.value == PROV + "agent"}  # fmt: skip
+        behalf = {(t.subject, t.object) for t in triples if t.predicate.value == PROV + "actedOnBehalfOf"}
         expected = Counter({
             "activity": subjects("Activity"), "entity": subjects("Entity"), "agent": subjects("Agent", "SoftwareAgent"),
-            **{kind: count[kind] for kind in ("used", "wasGeneratedBy", "wasInformedBy", "wasDerivedFrom", "actedOnBehalfOf")},
+            **{kind: count[kind] for kind in ("used", "wasGeneratedBy", "wasInformedBy", "wasDerivedFrom")},
             "wasAssociatedWith;": len(qualified), "wasAssociatedWith": len(unqualified - qualified),
+            "actedOnBehalfOf;": len(delegated), "actedOnBehalfOf": len(behalf - delegated),
         })  # fmt: skip
         assert names[prov_graph_name(iri)] == +expected, iri
     assert provn.count("[prov:role='role:") == sum(1 for _, ts in views for t in ts if t.predicate.value == PROV + "hadRole")

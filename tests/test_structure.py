@@ -86,13 +86,14 @@ LAYERS = [
     ("inputs", "store"),
     ("validation", "analytics"),
     ("interop", "capture"),
+    ("service",),
     ("cli", "generate"),
     ("", "__main__"),
 ]
 """The package's layers, lowest first: a module imports only from its own folder and from lower layers. The
 canonical model imports nothing of the package but the two helpers below it; sources and RDF are siblings that do
 not know each other; stores know RDF; validation and analytics read stores; capture and the interop views put
-together what is below them; the command line sits on top."""
+together what is below them; the services (a trace server, an MCP server) use all of it; the command line sits on top."""
 
 _RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
 

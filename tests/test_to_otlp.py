@@ -82,7 +82,6 @@ def test_a_recorded_run_comes_back_from_its_export_except_the_fields_it_lists(re
     # what the GenAI conventions have no attribute for, in a run of the real dspy.LM
     assert lost_kinds == {
         "calls[i].entry.extra_fields",  # LiteLLM's raw response DSPy keeps in the history entry
-        "calls[i].entry.response.cost",
         "calls[i].entry.response.usage.extra_fields",  # prompt_tokens_details, completion_tokens_details
         "calls[i].returned_tool_calls",  # which LM tool-call parts a module returned as dspy.ToolCalls
     }
@@ -93,7 +92,7 @@ def test_a_run_without_such_fields_comes_back_as_the_same_graph(recorded):
         trace = copy.deepcopy(trace)
         for call in trace.calls:
             if isinstance(call, m.LMCall):
-                call.entry.extra_fields, call.entry.response.cost = {}, None
+                call.entry.extra_fields = {}
                 call.entry.response.usage.extra_fields = {}
             if isinstance(call, m.ModuleCall):
                 call.returned_tool_calls = []
@@ -169,6 +168,19 @@ def test_lm_calls_are_chat_spans_and_tool_executions_carry_the_call_id(recorded)
     assert spans[4]["status"] == {"code": 2, "message": "ZeroDivisionError: division by zero"}
     assert spans[4]["events"][0]["name"] == "exception"
     assert "dspy_rdf.source_format" in attributes_of(spans[0])
+
+
+def test_the_root_span_carries_the_session_and_the_user_and_they_come_back_exactly(recorded):
+    trace = dataclasses.replace(copy.deepcopy(recorded[2]), session_id="conversation 1", user_id="alice")
+    back, lost, export = round_trip(trace)
+    spans = spans_of(export)
+    keys = ("session.id", "gen_ai.conversation.id", "user.id")
+    carried = [{k: v for k, v in attributes_of(span).items() if k in keys} for span in spans]
+    assert "parentSpanId" not in spans[0] and carried[0] == {"session.id": "conversation 1", "gen_ai.conversation.id": "conversation 1", "user.id": "alice"}
+    assert all(c == {} for c in carried[1:])  # the root span only
+    assert_back_but_for_what_is_listed(trace, back, lost)
+    assert (back.session_id, back.user_id) == ("conversation 1", "alice") and "session_id" not in {x["field"] for x in lost}
+    assert serialize_traces([back]) != serialize_traces([dataclasses.replace(back, session_id=None)])
 
 
 def test_the_export_is_an_export_trace_service_request(recorded):

@@ -57,3 +57,14 @@ def run_programs() -> None:
         dspy.ReAct("question -> answer", tools=[add, divide])(question=QUESTION_REACT)
     with dspy.context(lm=ScriptedLM(NATIVE), adapter=dspy.ChatAdapter(use_native_function_calling=True)):
         CallTools()(question=QUESTION_NATIVE)
+
+
+CONVERSATIONS = [("conversation-1", "alice", ["2 + 2?", "And times 3?"]), ("conversation-2", "bob", ["Capital of France?"])]
+"""Two sessions of a question-answering program: (session id, user id, the questions of its turns, in order)."""
+ANSWERS = {"2 + 2?": "4", "And times 3?": "12", "Capital of France?": "Paris"}
+
+
+def run_turn(question: str) -> None:
+    """One turn of a conversation: a ``dspy.Predict`` run on the real ``dspy.LM``."""
+    with dspy.context(lm=ScriptedLM([fields(answer=ANSWERS[question])])):
+        dspy.Predict("question -> answer")(question=question)

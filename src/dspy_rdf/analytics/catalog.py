@@ -60,6 +60,7 @@ __all__ = [
     "check_user_sparql",
     "get_query",
     "list_queries",
+    "query_form",
     "run_query",
     "sparql_term",
 ]
@@ -387,6 +388,18 @@ def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None
                     f"FROM <{iri}> is refused: only http(s): and urn: graph IRIs are allowed (a server may read "
                     "other IRIs, such as file:, from its own disk); allow it with --allow-federation (allow_federation=True in Python)"
                 )
+
+
+_QUERY_FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
+
+
+def query_form(text: str) -> str:
+    """The form of a SPARQL query (``SELECT``, ``ASK``, ``CONSTRUCT`` or ``DESCRIBE``): its first keyword of those
+    outside comments, strings and IRIs; ValueError when it has none (an update, or not SPARQL)."""
+    for kind, value in _tokens(_unescape_codepoints(text)):
+        if kind == "word" and value.upper() in _QUERY_FORMS:
+            return value.upper()
+    raise ValueError("not a SPARQL query: no SELECT, ASK, CONSTRUCT or DESCRIBE")
 
 
 def check_user_sparql(text: str, *, allow_federation: bool = False) -> None:

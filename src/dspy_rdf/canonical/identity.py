@@ -92,7 +92,14 @@ def short_hash(text: str) -> str:
 
 _CLASS_KEY = "@"
 _NOT_CONTENT: dict[type, frozenset[str]] = {m.Trace: frozenset({"source_index", "content_digest"})}
-"""Fields that say where a trace was read from, not what it holds."""
+"""Fields that say where a trace was read from, not what it holds.
+
+A trace's session and user (``session_id``, ``user_id``) are content: they describe the execution (this run was made
+in that conversation, for that user), every recorder that knows them records the same text, and a stored trace whose
+session or user was changed or lost must fail its digest like any other changed value. They do not decide a program
+run's key, which comes from the execution's id (:func:`execution_id`): a live capture and an MLflow import of one run
+are one trace whether or not both recorded the session. A trace without them has the digest it always had (a field
+at its default, None, is not written into :func:`model_json`)."""
 _MODEL_TYPES = frozenset({name for name, obj in vars(m).items() if is_dataclass(obj)} | {"LMPart", "Call"})
 _CONVERTERS: dict[type, Any] = {}
 """Per model class, the function that writes its objects as :func:`model_json` does: made once from the class's

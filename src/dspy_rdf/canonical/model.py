@@ -493,6 +493,10 @@ class Trace:
     source_trace_id: str | None = None
     redactions: dict[str, int] = field(default_factory=dict)
     losses: JSONValue = field(default_factory=list)  # a JSON list of {"field": ..., "reason": ...}
+    session_id: str | None = None
+    """The session (conversation, thread) the run belongs to, as the recorder named it; None when none was recorded."""
+    user_id: str | None = None
+    """The user on whose behalf the run was made, as the recorder named them; None when none was recorded."""
     content_digest: str | None = field(default=None, compare=False)
     """The digest a trace read back from RDF was stored with (``dspy:content_digest``), which tells whether the quads
     read hold all of it; not part of its content (:mod:`dspy_rdf.canonical.identity`). The writer writes the digest of what it

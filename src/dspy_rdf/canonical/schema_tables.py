@@ -39,7 +39,7 @@ CLASS_SLOTS: dict[str, frozenset[str]] = {
     "ToolCalls": frozenset({"tool_calls"}),
     "ToolExecution": frozenset({"answers", "decided_by", "dspy_call_id", "duration", "ended_at", "error", "pairing", "parent_call", "position", "started_at", "tool_call", "tool_name", "tool_result"}),
     "ToolResult": frozenset({"call_id", "error", "is_error", "metadata", "name", "provider_data", "result"}),
-    "Trace": frozenset({"calls", "content_digest", "cost_total", "dspy_version", "ended_at", "entries", "framework_tools", "input_tokens_total", "lm_call_count", "losses", "message_count", "messages", "output_tokens_total", "parts", "priced_call_count", "redactions", "request", "response", "source_format", "source_index", "source_kind", "source_trace_id", "started_at", "tool_call_count", "tool_execution_count", "tool_result_count", "usage_call_count", "usage_summaries"}),
+    "Trace": frozenset({"calls", "content_digest", "cost_total", "dspy_version", "ended_at", "entries", "framework_tools", "input_tokens_total", "lm_call_count", "losses", "message_count", "messages", "output_tokens_total", "parts", "priced_call_count", "redactions", "request", "response", "session_id", "source_format", "source_index", "source_kind", "source_trace_id", "started_at", "tool_call_count", "tool_execution_count", "tool_result_count", "usage_call_count", "usage_summaries", "user_id"}),
     "TrainingExample": frozenset({"example", "position"}),
     "UsageSummary": frozenset({"summary_cost", "summary_day", "summary_input_tokens", "summary_lm_calls", "summary_model", "summary_output_tokens", "summary_priced_calls", "summary_total_tokens", "summary_usage_calls"}),
 }

@@ -148,6 +148,17 @@ def _summary_of_container(value: Any, max_chars: int, losses: list[dict[str, str
     return _summary(text_of(value, path, losses, use_repr=True), max_chars, losses, path, _MAX_DEPTH)
 
 
+def _identifier(value: Any, name: str) -> str | None:
+    """A session or user id as given to the recorder: None, or text with a character other than white space."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string or None, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must not be empty or blank; give None for no {name.removesuffix('_id')}")
+    return value
+
+
 def _error_text(exception: BaseException | None, losses: list[dict[str, str]], path: str = "error") -> str | None:
     if exception is None:
         return None
@@ -195,6 +206,16 @@ class TraceRecorder(BaseCallback):
     the sinks would otherwise do. :attr:`errors` lists, one line each, every run that was recorded with a
     loss (a value kept as text, see ``Trace.losses``) and every run a sink could not write; a run a sink could
     not write is kept in :attr:`unwritten`, so that nothing recorded is lost.
+
+    ``session_id`` and ``user_id`` (optional) name the session (a conversation of several runs) and the user each run
+    is made for; they go into each trace (``dspy:session_id``, ``dspy:user_id``). Both are attributes too: a run takes
+    the values they have when its top-level call starts, so one recorder can follow several conversations::
+
+        recorder.session_id, recorder.user_id = "conversation-42", "alice"
+        program(question="...")
+
+    An id is text with a character other than white space (an empty or blank one is a ``ValueError``, one that is not
+    text a ``TypeError``), or None for none.
     """
 
     def __init__(
@@ -203,8 +224,12 @@ class TraceRecorder(BaseCallback):
         sink: Sink | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         on_run: Callable[[m.Trace], None] | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
     ) -> None:
         super().__init__()
+        self.session_id = session_id
+        self.user_id = user_id
         if sink is not None:  # the keyword of releases that took one sink
             sinks = (sink, *sinks)
         self.sinks: tuple[Sink, ...] = tuple(as_sink(each) for each in sinks) if sinks else (MemorySink(),)
@@ -228,6 +253,24 @@ class TraceRecorder(BaseCallback):
         """The first of :attr:`sinks`."""
         return self.sinks[0]
 
+    @property
+    def session_id(self) -> str | None:
+        """The session of the runs that start from now on (None: none)."""
+        return self._session_id
+
+    @session_id.setter
+    def session_id(self, value: str | None) -> None:
+        self._session_id = _identifier(value, "session_id")
+
+    @property
+    def user_id(self) -> str | None:
+        """The user of the runs that start from now on (None: none)."""
+        return self._user_id
+
+    @user_id.setter
+    def user_id(self, value: str | None) -> None:
+        self._user_id = _identifier(value, "user_id")
+
     # -- bookkeeping --
 
     def _start(self, call_id: str, call: dict[str, Any], instance: Any = None, losses: Sequence[dict[str, str]] = ()) -> None:
@@ -245,7 +288,7 @@ class TraceRecorder(BaseCallback):
                         parent = (evaluation.run, evaluation.index)
                         break
             if parent is None:
-                run = _Run()
+                run = _Run(session_id=self._session_id, user_id=self._user_id)
             else:
                 run, call["parent_call"] = parent[0], parent[1]
             call["dspy_call_id"] = call_id
@@ -437,7 +480,7 @@ class TraceRecorder(BaseCallback):
             run.calls[index]["example_results"] = _example_results(result, run, index, self.max_chars, run.losses)
         recorded = RecordedRun(
             calls=run.calls, starts=run.starts, ends=run.ends, entries=run.entries, returned=run.returned,
-            losses=run.losses, dspy_version=getattr(dspy, "__version__", None),
+            losses=run.losses, dspy_version=getattr(dspy, "__version__", None), session_id=run.session_id, user_id=run.user_id,
         )  # fmt: skip
         built: m.Trace | None = None
         if self.on_run is not None or not all(sink.builds_runs for sink in self.sinks):

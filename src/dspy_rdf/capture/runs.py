@@ -46,7 +46,8 @@ class RecordedRun:
     model's fields) without its times, which are in ``starts`` and ``ends`` (epoch seconds; an end of None for a call
     that did not end), nor an LM call's history entry, which is in ``entries`` (call index -> the entry as JSON data);
     ``returned`` holds the tool calls each module call returned; ``losses`` what was kept as text or left out while
-    recording, and where."""
+    recording, and where; ``session_id`` and ``user_id`` the session and user the recorder was given when the run
+    started."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
@@ -55,6 +56,8 @@ class RecordedRun:
     returned: dict[int, list[ReturnedCall]] = field(default_factory=dict)
     losses: list[dict[str, str]] = field(default_factory=list)
     dspy_version: str | None = None
+    session_id: str | None = None
+    user_id: str | None = None
     trace: m.Trace | None = field(default=None, repr=False, compare=False)
     """The trace once built (:func:`build_trace`)."""
 
@@ -151,6 +154,8 @@ def _trace(run: RecordedRun, calls: list[m.Call], losses: list[dict[str, str]]) 
         ended_at=root.ended_at,
         calls=calls,
         losses=losses,
+        session_id=run.session_id,
+        user_id=run.user_id,
     )
 
 

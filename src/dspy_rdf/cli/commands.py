@@ -398,12 +398,16 @@ def _push_to_otlp(args: argparse.Namespace) -> int:
     if args.output is not None:
         raise ValueError("give -o FILE or --endpoint URL, not both")
     url = traces_url(args.endpoint)  # a bad URL or header is said before any trace is read
+    if args.retries < 0:
+        raise ValueError("--retries must be 0 or more")
     headers = _otlp_headers(args.header)
     skipped: list[Exception] = []
     with contextlib.ExitStack() as stack:
         pairs = _otlp_input(args, stack, skipped)
         try:
-            report = push_otlp(pairs, url, headers=headers, protocol=args.protocol, gzip=args.gzip, timeout=args.timeout)
+            report = push_otlp(
+                pairs, url, headers=headers, protocol=args.protocol, gzip=args.gzip, timeout=args.timeout, retries=args.retries
+            )
         except ImportError as exc:  # opentelemetry-proto, for protobuf
             raise ValueError(str(exc)) from None
     for error in skipped:
@@ -413,6 +417,8 @@ def _push_to_otlp(args: argparse.Namespace) -> int:
     for message in report.rejections:
         print(f"the receiver said: {' '.join(message.split())}", file=sys.stderr)
     notes = [f"{report.lossy} with fields the GenAI conventions cannot carry, listed in their losses"] if report.lossy else []
+    if report.retried:
+        notes.append(f"{report.retried} request(s) sent again after the receiver asked to wait")
     if report.rejected_spans:
         notes.append(f"the receiver rejected {report.rejected_spans} span(s)")
     if report.refused:
@@ -540,6 +546,23 @@ def run_demo_command(args: argparse.Namespace) -> int:
     return run_demo(store=args.store or None, out=RedactedStream(sys.stdout, MESSAGES.shown))
 
 
+def run_mcp(args: argparse.Namespace) -> int:
+    from dspy_rdf.service.mcp import TOKEN_ENV, run_server
+
+    http = args.transport == "http"
+    if not http and (args.host is not None or args.port is not None or args.token is not None):
+        raise ValueError("--host, --port and --token apply to --transport http only")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) if http else None
+    try:
+        run_server(
+            args.store, transport=args.transport, host=args.host or "127.0.0.1", port=8000 if args.port is None else args.port,
+            token=token, row_limit=args.max_rows, timeout=args.timeout,
+        )
+    except ImportError as exc:  # the mcp extra is not installed: the message says what to install
+        raise ValueError(str(exc)) from None
+    return 0
+
+
 def _parse_params(pairs: list[str] | None) -> dict[str, str]:
     params: dict[str, str] = {}
     for pair in pairs or []:
@@ -599,6 +622,45 @@ def run_query_command(args: argparse.Namespace) -> int:
         with open_store(args.store, read_only=True) as store:
             result = run_query(store, args.name, _parse_params(args.param))
     sys.stdout.write(result.format(args.format))
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import threading
+    from pathlib import Path
+
+    from dspy_rdf.service.server import ServeOptions, TraceServer, check_binding
+    from dspy_rdf.store import default_store_target, open_store
+
+    token = args.token if args.token is not None else os.environ.get("DSPY_RDF_TOKEN")
+    check_binding(args.host, token)  # before the store is opened
+    if args.grace < 0 or args.orphan_timeout < 0:
+        raise ValueError("--grace and --orphan-timeout are seconds, 0 or more")
+    target = args.store or default_store_target()
+    remote = "://" in str(target)
+    spool = args.spool or (Path(".dspy-rdf") / "spool" if remote else Path(f"{Path(target).resolve()}.spool"))
+    options = ServeOptions(
+        spool=spool, host=args.host, port=args.port, token=token, grace=args.grace, orphan=args.orphan_timeout, base=args.base
+    )
+    with open_store(target) as store:
+        server = TraceServer(store, options, log=lambda message: print(message, file=sys.stderr, flush=True))
+        try:
+            server.start()
+            replayed = f"; {server.replayed} export(s) read again from the spool" if server.replayed else ""
+            say(
+                f"serving {getattr(store, 'location', target)}: OTLP spans to {server.url}/v1/traces, SPARQL at "
+                f"{server.url}/query (--store {server.url}), spool {spool}{replayed}; Ctrl-C stops"
+            )
+            sys.stdout.flush()  # a supervisor or a test reads the URL while the server runs
+            threading.Event().wait()
+        finally:
+            server.stop()
+            status = server.status()
+            traces = status["traces"]
+            say(
+                f"stopped: {status['received']['spans']} span(s) received, {traces['written']} trace(s) stored, "
+                f"{traces['gathering']} still gathering (kept in the spool), {traces['failed']} not stored"
+            )
     return 0
 
 

@@ -14,11 +14,13 @@ from dspy_rdf.cli.commands import (
     run_demo_command,
     run_dump,
     run_export,
+    run_mcp,
     run_migrate,
     run_prov,
     run_queries,
     run_query_command,
     run_report,
+    run_serve,
     run_stats,
     run_to_json,
     run_to_otlp,
@@ -55,6 +57,27 @@ def _add_query_commands(sub: argparse._SubParsersAction) -> None:
     query.add_argument("--format", choices=list(FORMATS), default="table", help="output format (default: table)")
     _store_option(query, "$DSPY_RDF_STORE, else ./.dspy-rdf/store")
     query.set_defaults(run=run_query_command)
+
+
+def _add_mcp_command(sub: argparse._SubParsersAction, store_help: str) -> None:
+    """Register `dspy-rdf mcp` on the subparsers object of build_parser()."""
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve a store to agents over the Model Context Protocol: named queries, read-only SPARQL, the schema, "
+        "traces and validation as tools (needs dspy-rdf[mcp])",
+        description="Tools: list_queries, run_query, run_sparql, describe_schema, get_trace, validate. The store is "
+        "opened read-only for each call. On stdio by default (what MCP clients start); with --transport http, "
+        "streamable HTTP at http://HOST:PORT/mcp, bound to 127.0.0.1: another --host needs --token (or "
+        "$DSPY_RDF_TOKEN), which every request must send as 'Authorization: Bearer <token>'.",
+    )
+    _store_option(mcp, store_help)
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="stdio (default) or streamable HTTP")
+    mcp.add_argument("--host", help="with --transport http: address to listen on (default 127.0.0.1: this machine only)")
+    mcp.add_argument("--port", type=int, help="with --transport http: port to listen on (default 8000)")
+    mcp.add_argument("--token", help="with --transport http: a token every request must send as 'Authorization: Bearer <token>' (default: $DSPY_RDF_TOKEN; needed with another --host)")
+    mcp.add_argument("--max-rows", type=int, default=200, metavar="N", help="rows a query answers with unless a call asks for another number (default 200)")
+    mcp.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="how long a query may run (default 30)")
+    mcp.set_defaults(run=run_mcp)
 
 
 def _redaction_options(parser: argparse.ArgumentParser, no_redact_help: str) -> None:
@@ -174,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     prov.set_defaults(run=run_prov)
 
     _add_query_commands(sub)
+    _add_mcp_command(sub, store_help)
 
     to_json = sub.add_parser("to-json", help="convert RDF written by `export` back to JSON (DSPy 3.3 JSON for DSPy's objects)")
     to_json.add_argument("file", type=Path, help="RDF file (.ttl, .nt, .nq, .trig, .jsonld)")
@@ -213,6 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     to_otlp.add_argument("--gzip", action="store_true", help="with --endpoint: gzip the request bodies")
     to_otlp.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="with --endpoint: how long to wait for each answer (default 30)")
+    to_otlp.add_argument(
+        "--retries", type=int, default=5, metavar="N",
+        help="with --endpoint: how many times to send a request again when the receiver answers 429, 502, 503 or 504 "
+        "(after its Retry-After, else 1, 2, 4 ... s; default 5)",
+    )  # fmt: skip
     to_otlp.set_defaults(run=run_to_otlp)
 
     validate = sub.add_parser(
@@ -244,6 +273,29 @@ def build_parser() -> argparse.ArgumentParser:
         "default: slices above 10 million triples or with --trace",
     )
     validate.set_defaults(run=run_validate)
+
+    serve = sub.add_parser(
+        "serve",
+        help="own a store and keep it open to others: take OpenTelemetry spans at /v1/traces (OTLP/HTTP) and answer "
+        "SPARQL at /query, so query, stats, validate and report run with --store http://HOST:PORT while traces stream in",
+        description="A span export is answered only once it is in the spool on disk (--spool), so nothing acknowledged "
+        "is lost if the process stops; at start the spool is read again from where the store stands. A trace is "
+        "stored as `export --from otlp` stores it, once its root span has come and its spans have stopped coming for "
+        "--grace seconds. Binds to 127.0.0.1; another --host needs --token (or $DSPY_RDF_TOKEN), which every request "
+        "must send as 'Authorization: Bearer <token>'. Ctrl-C (or SIGTERM) stops it, storing the traces that are ready.",
+    )
+    _store_option(serve, store_help, "the store to own")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=4318, help="port to listen on (default 4318, OTLP/HTTP's; 0 picks a free one)")
+    serve.add_argument("--token", help="a token every request must send as 'Authorization: Bearer <token>' (default: $DSPY_RDF_TOKEN; needed with another --host)")
+    serve.add_argument("--spool", type=Path, metavar="DIR", help="where received spans wait until stored (default: STORE.spool beside an embedded store, else ./.dspy-rdf/spool)")
+    serve.add_argument("--grace", type=float, default=2.0, metavar="SECONDS", help="how long a trace's spans may keep coming after its root span (default 2)")
+    serve.add_argument(
+        "--orphan-timeout", type=float, default=600.0, metavar="SECONDS",
+        help="how long spans whose root span never comes wait before they are stored as they are (default 600)",
+    )  # fmt: skip
+    serve.add_argument("--base", default=DEFAULT_BASE, help="prefix of trace IRIs")
+    serve.set_defaults(run=run_serve)
 
     demo = sub.add_parser("demo", help="export the bundled DSPy traces to the embedded store, validate them, print analytics")
     _store_option(demo, store_help, "where to export the bundled traces", servers=False)

@@ -12,7 +12,8 @@ LM call            ``chat {model}`` (``text_completion`` for DSPy's ``text`` mod
                    ``gen_ai.provider.name``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` (typed parts,
                    :mod:`dspy_rdf.sources.genai`), ``gen_ai.tool.definitions``, ``gen_ai.request.*`` (temperature,
                    max_tokens, top_p, stop_sequences, choice.count, seed, top_k, frequency and presence penalties),
-                   ``gen_ai.response.id`` / ``.model`` / ``.finish_reasons``, ``gen_ai.usage.*``; each output
+                   ``gen_ai.response.id`` / ``.model`` / ``.finish_reasons``, ``gen_ai.usage.*``, the cost as
+                   OpenInference's ``llm.cost.total`` (GenAI has no key for it); each output
                    message has the ``finish_reason`` the schema requires (the GenAI enum's value, ``unknown``
                    when the trace has none)
 tool execution     ``execute_tool {name}``, TOOL: ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (its own, else the id of
@@ -20,9 +21,14 @@ tool execution     ``execute_tool {name}``, TOOL: ``gen_ai.tool.name``, ``gen_ai
 module call        ``invoke_workflow {module class}``, CHAIN: ``gen_ai.workflow.name``; its input and output summaries as
                    OpenInference's ``input.value`` / ``output.value`` (JSON), which Phoenix and Langfuse show
 evaluation,        ``evaluate {program}`` (EVALUATOR) / ``compile {optimizer}`` (CHAIN), operation
-compilation        ``invoke_workflow``, the call in ``dspy_rdf.call_json`` (no convention describes them)
+compilation        ``invoke_workflow``, the call in ``dspy_rdf.call_json`` (no convention describes them); an
+                   evaluation's scores also as ``gen_ai.evaluation.result`` events (``gen_ai.evaluation.name``: the
+                   metric, ``gen_ai.evaluation.score.value``, ``error.type``), each example's on the program call it
+                   scored, the whole evaluation's on its own span
 =================  ============================================================================================
 
+The root span carries the trace's session as ``session.id`` (OpenTelemetry, OpenInference) and
+``gen_ai.conversation.id`` (GenAI), and its user as ``user.id``, what Phoenix, Langfuse and MLflow group traces by.
 A failed call has status ERROR with the error as its message, and an ``exception`` event (``exception.type``,
 ``exception.message``). A few ``dspy_rdf.*`` attributes carry what no convention has a key for and a program run
 needs to be read back as itself: the root span's trace fields (``source_format``, ``source_kind``, ``source_trace_id``,
@@ -35,7 +41,7 @@ refused.
 
 Reading the export back (``dspy-rdf export --from otlp``) gives the same trace, except what the conventions cannot
 carry: each export reads its own spans back, compares, and lists every field that would not come back (a request's
-``extensions``, a response's ``cost`` and ``provider_data``, usage ``details``, a module's ``tool_calls``, ...) in the
+``extensions``, a response's ``provider_data``, usage ``details``, a module's ``tool_calls``, ...) in the
 trace's ``losses``, which the root span carries; so the trace read back records exactly what it lost.
 """
 
@@ -45,6 +51,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, BinaryIO
@@ -58,7 +65,7 @@ from dspy_rdf.sources.history_dict import FILLED_KEY
 from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.otlp import SOURCE as OTLP_SOURCE
 from dspy_rdf.sources.run_json import call_to_json
-from dspy_rdf.sources.spans import OWN, ns_from_iso
+from dspy_rdf.sources.spans import EVALUATION_EVENT, OWN, ns_from_iso
 
 __all__ = [
     "LOST", "MISSING_PROTO", "PROTOCOLS", "SCHEMA_URL", "SCOPE_NAME", "SEMCONV_VERSION", "OtlpExportError", "OtlpPushError", "OtlpReport",
@@ -219,6 +226,8 @@ def _lm(call: m.LMCall, synthetic: bool) -> tuple[str, int, dict[str, Any]]:
     if response.model != request.model:
         attrs["gen_ai.response.model"] = response.model
     attrs.update(_usage_attributes(response.usage))
+    if response.cost is not None:  # no GenAI key for it; OpenInference's, which Phoenix shows
+        attrs["llm.cost.total"] = response.cost
     if not synthetic:
         attrs[OWN + "entry.uuid"] = entry.uuid
         attrs[OWN + "entry.timestamp"] = entry.timestamp
@@ -308,6 +317,10 @@ def _spans(trace: m.Trace, losses: list[dict[str, str]]) -> list[dict[str, Any]]
                 OWN + "dspy_version": trace.dspy_version,
                 OWN + "redactions": _json(trace.redactions) if trace.redactions else None,
                 OWN + "losses": _json(losses) if losses else None,
+                # the session in both conventions that name one (OpenTelemetry/OpenInference, GenAI), and the user
+                "session.id": trace.session_id,
+                "gen_ai.conversation.id": trace.session_id,
+                "user.id": trace.user_id,
             })
         start = ns_from_iso(call.started_at) if call.started_at else 0
         span: dict[str, Any] = {"traceId": trace_id, "spanId": span_ids[i]}
@@ -325,7 +338,29 @@ def _spans(trace: m.Trace, losses: list[dict[str, str]]) -> list[dict[str, Any]]
         else:
             span["status"] = {"code": _OK} if not isinstance(call, m.ToolExecution) or call.tool_result is not None else {}
         spans.append(span)
+    for i, call in enumerate(calls):
+        if isinstance(call, m.EvaluateCall):
+            _evaluation_events(call, spans, i)
     return spans
+
+
+def _evaluation_events(call: m.EvaluateCall, spans: list[dict[str, Any]], index: int) -> None:
+    """An evaluation's scores as GenAI ``gen_ai.evaluation.result`` events: each example's on the span of the program
+    call it scored (the operation evaluated), the whole evaluation's on its own span."""
+    name = call.metric or "metric"
+
+    def event(span: dict[str, Any], score: float | None, error: str | None = None) -> None:
+        attrs = {"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": score, "error.type": error.partition(": ")[0] if error else None}
+        at = span.get("endTimeUnixNano", span["startTimeUnixNano"])
+        span.setdefault("events", []).append({"timeUnixNano": at, "name": EVALUATION_EVENT, "attributes": _attributes(attrs)})
+
+    for result in call.example_results:
+        if result.score is None and result.error is None:
+            continue
+        target = result.program_call if result.program_call is not None and 0 <= result.program_call < len(spans) else index
+        event(spans[target], result.score, result.error)
+    if call.score is not None:
+        event(spans[index], call.score)
 
 
 def _version() -> str | None:
@@ -390,7 +425,8 @@ def trace_to_resource_spans(trace: m.Trace) -> tuple[dict[str, Any], list[dict[s
 class OtlpReport:
     """What :func:`write_otlp` wrote or :func:`push_otlp` sent: how many traces (and spans), how many of them with
     fields the export cannot carry, the traces it could not write (their IRIs, with why), and what the receiver
-    rejected (OTLP partial success: the count of spans and its messages)."""
+    rejected (OTLP partial success: the count of spans and its messages), and how many requests were sent again after
+    the receiver asked to wait (429, 502, 503, 504)."""
 
     written: int = 0
     lossy: int = 0
@@ -399,6 +435,7 @@ class OtlpReport:
     requests: int = 0
     rejected_spans: int = 0
     rejections: list[str] = dataclasses.field(default_factory=list)
+    retried: int = 0
 
 
 def _exported(traces: Iterable[tuple[str, m.Trace]], report: OtlpReport) -> Iterator[dict[str, Any]]:
@@ -440,6 +477,17 @@ PROTOCOLS = {"protobuf": "application/x-protobuf", "json": "application/json"}
 """The OTLP/HTTP encodings :func:`push_otlp` sends, with their content types."""
 
 _BATCH_SPANS = 1000  # spans per request: whole traces are sent together, and a request is closed past this many
+
+
+_RETRYABLE = frozenset({429, 502, 503, 504})
+"""The HTTP answers after which OTLP/HTTP says a request may be sent again."""
+
+
+def _retry_delay(retry_after: str | None, attempt: int) -> float:
+    """Seconds to wait before sending again: the receiver's ``Retry-After`` in seconds (at most 60), else 1, 2, 4 ..."""
+    if retry_after is not None and retry_after.strip().isdigit():
+        return min(float(retry_after.strip()), 60.0)
+    return min(2.0**attempt, 60.0)
 
 
 class OtlpPushError(DspyRdfError, ValueError):
@@ -550,6 +598,7 @@ def push_otlp(
     protocol: str = "protobuf",
     gzip: bool = False,
     timeout: float = 30.0,
+    retries: int = 5,
 ) -> OtlpReport:
     """POST ``(IRI, trace)`` pairs to an OTLP/HTTP traces endpoint (``.../v1/traces``) as export requests of whole
     traces (about a thousand spans each), encoded as ``protocol`` (``protobuf``: ``ExportTraceServiceRequest`` with
@@ -580,6 +629,12 @@ def push_otlp(
         before = f" ({taken} trace(s) were taken before)" if taken else ""
         try:
             response = client.post(url, content=body, headers=sent_headers)
+            for attempt in range(retries):
+                if response.status_code not in _RETRYABLE:
+                    break
+                time.sleep(_retry_delay(response.headers.get("Retry-After"), attempt))
+                report.retried += 1
+                response = client.post(url, content=body, headers=sent_headers)
         except httpx.ConnectError as exc:
             raise OtlpPushError(f"could not connect to {shown_url(url)}: {exc}{before}") from None
         except httpx.TimeoutException:
@@ -591,6 +646,7 @@ def push_otlp(
             said = _excerpt(response.content) if "protobuf" not in response.headers.get("content-type", "") else ""
             raise OtlpPushError(
                 f"{shown_url(url)} answered HTTP {response.status_code} {response.reason_phrase}"
+                + (f" (after {retries} retries)" if response.status_code in _RETRYABLE and retries else "")
                 + (f": {said}" if said else "") + before
             )
         report.requests += 1

@@ -12,7 +12,12 @@ trace's graph (the trace's own graph is never changed: its IRI is the hash of it
   (``urn:dspy-rdf:program:<module class>``);
 - a tool execution ``prov:used`` the tool-call part it answered, or the response of the LM call that decided it
   (``dspy.ReAct``), and its result ``prov:wasGeneratedBy`` it;
-- each LM call or tool execution ``prov:wasInformedBy`` the one before it.
+- each LM call or tool execution ``prov:wasInformedBy`` the one before it;
+- the user a run was made for (``dspy:user_id``) is a ``prov:Agent`` (``urn:dspy-rdf:user:<id>``): the run's top-level
+  call ``prov:wasAssociatedWith`` it (role ``urn:dspy-rdf:role:user``), and the program ``prov:actedOnBehalfOf`` it,
+  qualified by a ``prov:Delegation`` whose ``prov:hadActivity`` is that call;
+- every call of a run in a session (``dspy:session_id``) ``dcterms:isPartOf`` the session, a ``prov:Entity``
+  (``urn:dspy-rdf:session:<id>``) labelled with its id.
 
 So generic PROV queries work on DSPy traces, e.g. everything an answer was derived from::
 
@@ -33,7 +38,7 @@ import pyoxigraph as ox
 from dspy_rdf.resources import shapes_dir
 from dspy_rdf.store.base import StoreError, TraceStore, check_trace_iri
 
-__all__ = ["PROV", "PROV_SHAPES", "PROV_VIEW", "prov_graph_name", "prov_view", "validate_prov", "write_prov"]
+__all__ = ["PROV", "PROV_SHAPES", "PROV_VIEW", "prov_graph_name", "prov_view", "validate_prov", "view_parts", "write_prov"]
 
 PROV = "http://www.w3.org/ns/prov#"
 PROV_VIEW = Path(__file__).parent / "prov.rq"
@@ -65,9 +70,36 @@ def prov_view(store: TraceStore, traces: Iterable[str] | None = None) -> Iterato
         if missing:
             raise StoreError(f"no trace {missing[0]} in the store at {store.location}")
     view = PROV_VIEW.read_text(encoding="utf-8")
+    parts: list[str] | None = None  # the view in parts, once a server refused it whole
     for iri in traces if traces is not None else store.trace_iris():
-        data = store.construct(_query_for(iri, view))
-        yield iri, list(ox.parse(data, format=ox.RdfFormat.N_TRIPLES)) if data else []
+        if parts is None:
+            try:
+                data = store.construct(_query_for(iri, view))
+                yield iri, list(ox.parse(data, format=ox.RdfFormat.N_TRIPLES)) if data else []
+                continue
+            except StoreError:
+                # A server may refuse the whole query by its own estimate of its cost (Virtuoso: "The estimated
+                # execution time ... exceeds the limit", which grows with the store, not with the trace). Each part
+                # of the view is a small query; if one fails too, that error is the one to report.
+                parts = view_parts(view)
+        triples: dict[ox.Triple, None] = {}
+        for part in parts:
+            data = store.construct(_query_for(iri, part))
+            triples.update(dict.fromkeys(ox.parse(data, format=ox.RdfFormat.N_TRIPLES)) if data else {})
+        yield iri, list(triples)
+
+
+_BRANCHES = re.compile(r"^(?P<head>.*?WHERE \{\n  GRAPH \?g \{\n)(?P<body>.*)(?P<tail>\n  \}\n\}\s*)$", re.DOTALL)
+
+
+def view_parts(view: str) -> list[str]:
+    """The view as several CONSTRUCT queries, one per branch of its ``UNION`` (the same template over one branch
+    gives that branch's triples; together, the view's)."""
+    found = _BRANCHES.match(view)
+    if found is None:
+        return [view]
+    branches = found["body"].split("\n    UNION\n")
+    return [found["head"] + branch + found["tail"] for branch in branches]
 
 
 def write_prov(

@@ -187,6 +187,8 @@ class _Graph:
             source_index=self.integer(iri, p, "source_index"),
             dspy_version=self.string(iri, p, "dspy_version"),
             source_trace_id=self.string(iri, p, "source_trace_id"),
+            session_id=self.string(iri, p, "session_id"),
+            user_id=self.string(iri, p, "user_id"),
             started_at=self.literal(iri, p, "started_at", v.XSD_DATETIME),
             ended_at=self.literal(iri, p, "ended_at", v.XSD_DATETIME),
             redactions=self.json(iri, p, "redactions", default=dict),

@@ -223,6 +223,10 @@ class _Writer:
             add(f"{s} {P.dspy_version} {_s(trace.dspy_version)}{t}")
         if trace.source_trace_id is not None:
             add(f"{s} {P.source_trace_id} {_s(trace.source_trace_id)}{t}")
+        if trace.session_id is not None:
+            add(f"{s} {P.session_id} {_s(trace.session_id)}{t}")
+        if trace.user_id is not None:
+            add(f"{s} {P.user_id} {_s(trace.user_id)}{t}")
         if trace.started_at is not None:
             add(f"{s} {P.started_at} {_s(trace.started_at)}{_DATETIME_DT}{t}")
         if trace.ended_at is not None:

@@ -47,11 +47,12 @@ class ReadOptions:
 @dataclass(frozen=True, slots=True)
 class Read:
     """One trace read from an input, or the error that stopped it; ``line`` is the JSON Lines line it was completed
-    on (None for a ``.json`` file)."""
+    on (None for a ``.json`` file), ``first_line`` the line it began on where it spans several (OTLP spans)."""
 
     trace: m.Trace | None = None
     error: TraceInputError | None = None
     line: int | None = None
+    first_line: int | None = None
 
 
 class Assembly(ABC):

@@ -28,6 +28,9 @@ legacy GenAI           ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON text, or 
                        ``gen_ai.usage.prompt_tokens`` / ``completion_tokens``
 =====================  =====================================================================================
 
+A trace's session and user are not facts of one call: :mod:`dspy_rdf.sources.spans` reads them from any span of the
+trace (``session.id``, ``gen_ai.conversation.id``, ``user.id``; the root span's first).
+
 Messages in OpenAI's chat form (DSPy's payloads, OpenInference's and the legacy flattened keys, once nested again)
 are read by :mod:`dspy_rdf.sources.openai_chat` and DSPy's ``lm.history`` reader
 (:mod:`dspy_rdf.sources.history_dict`), so they mean what they mean everywhere else. An attribute no reader took is

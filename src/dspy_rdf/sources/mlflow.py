@@ -20,7 +20,8 @@ A JSON Lines file may hold any of these per line. MLflow 3's spans have base64 `
 spans have a ``context`` (hex ids), ``parent_id``, ``start_time``, ``status_code``, ``status_message`` and events with
 ``timestamp``. Attribute values are JSON text (MLflow encodes each value it sets) and are decoded as MLflow decodes
 them. The spans become a program run (:mod:`dspy_rdf.sources.spans`); the trace keeps MLflow's trace id
-(``source_trace_id``), and the trace's metadata, tags and location, which no slot holds, are listed in ``losses``.
+(``source_trace_id``) and the session and user of its metadata (:data:`SESSION_METADATA`, :data:`USER_METADATA`), and
+the trace's other metadata, tags and location, which no slot holds, are listed in ``losses``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.spans import Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
-__all__ = ["SOURCE", "is_mlflow_trace", "trace_from_mlflow"]
+__all__ = ["SESSION_METADATA", "SOURCE", "USER_METADATA", "is_mlflow_trace", "trace_from_mlflow"]
+
+SESSION_METADATA = "mlflow.trace.session"
+"""The trace metadata key of the session MLflow 3 records (``mlflow.tracing.constant.TraceMetadataKey.TRACE_SESSION``,
+set by ``mlflow.update_current_trace(session_id=...)`` and ``mlflow.tracing.context(session_id=...)``)."""
+USER_METADATA = "mlflow.trace.user"
+"""The trace metadata key of the user the request was made for (``TraceMetadataKey.TRACE_USER``; not ``mlflow.user``,
+the developer who created the trace)."""
 
 _V3_INFO = frozenset({"trace_id", "trace_location", "request_time", "state"})
 _V2_INFO = frozenset({"request_id", "timestamp_ms", "status"})
@@ -143,12 +151,30 @@ def trace_from_mlflow(value: Any, path: str = "") -> m.Trace:
     if not raw_spans:
         raise fail(f"{prefix}data.spans", "the trace has no spans (searched with --no-include-spans?)")
     spans = [_span(s, f"{prefix}data.spans[{i}]") for i, s in enumerate(raw_spans)]
-    held = sorted(k for k, v in info.items() if k not in _INFO_READ and v not in (None, {}, [], ""))
+    session, user, metadata_read = _session_and_user(info, f"{prefix}info")
+    held = sorted(k for k, v in info.items() if k not in _INFO_READ and v not in (None, {}, [], "") and k != metadata_read)
     losses = [loss("info", f"no slot holds MLflow's {', '.join(held)}")] if held else []
     others = sorted(k for k in data if k not in ("spans", "request", "response"))  # MLflow 2 copies the root's inputs and outputs
     if others:
         losses.append(loss("data", f"no slot holds {', '.join(others)}"))
-    return run_from_spans(spans, source_format="mlflow", source_trace_id=trace_id, losses=losses)
+    return run_from_spans(spans, source_format="mlflow", source_trace_id=trace_id, losses=losses, session=session, user=user)
+
+
+def _session_and_user(info: dict[str, Any], path: str) -> tuple[tuple[str, str] | None, tuple[str, str] | None, str | None]:
+    """The session and user MLflow keeps in a trace's metadata (:data:`SESSION_METADATA`, :data:`USER_METADATA`), each
+    as ``(where, id)``, and the name of the metadata field when they are all it holds (then nothing of it is lost)."""
+    key = "trace_metadata" if "trace_metadata" in info else "request_metadata"
+    metadata = info.get(key)
+    if not isinstance(metadata, dict):
+        return None, None, None
+    found: list[tuple[str, str] | None] = []
+    for name in (SESSION_METADATA, USER_METADATA):
+        value = metadata.get(name)
+        if value is not None and not isinstance(value, str):
+            raise fail(f"{path}.{key}.{name}", f"expected a string, got {kind_of(value)}")
+        found.append((f"{path}.{key}.{name}", value) if value and value.strip() else None)
+    only_ours = metadata.keys() <= {SESSION_METADATA, USER_METADATA}
+    return found[0], found[1], key if only_ours else None
 
 
 class _Traces(Assembly):

@@ -21,8 +21,11 @@ decodes them.
 
 from __future__ import annotations
 
+import base64
+import math
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +36,7 @@ from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
-__all__ = ["SOURCE", "decode_any_value", "is_otlp", "spans_from_otlp"]
+__all__ = ["SOURCE", "OtlpAssembly", "decode_any_value", "is_otlp", "spans_from_otlp", "spans_from_proto"]
 
 _STATUS = {
     "STATUS_CODE_UNSET": SpanStatus.UNSET,
@@ -149,8 +152,10 @@ class _Pending:
     scopes: set[str] = field(default_factory=set)
     error: TraceInputError | None = None
     line: int | None = None
+    first_line: int | None = None  # the line (or spool record) that brought its first span
     complete: bool = False
     last_seen: int = 0  # the number of the export (value) that last brought a span of it
+    last_time: float = 0.0  # time.monotonic() when a span of it last came
 
 
 def spans_from_otlp(value: Any, path: str = "") -> Iterator[tuple[str, Span | TraceInputError, set[str], str]]:
@@ -191,6 +196,90 @@ def spans_from_otlp(value: Any, path: str = "") -> Iterator[tuple[str, Span | Tr
                 yield trace_id, read, resource_keys, scope_text
 
 
+def _proto_value(value: Any) -> Any:
+    """An ``AnyValue`` message as :func:`decode_any_value` reads protobuf's JSON of it (bytes as base64 text, a
+    non-finite double as the text JSON gives it, an empty value as None)."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [_proto_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _proto_value(kv.value) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    found = getattr(value, which)
+    if which == "double_value" and not math.isfinite(found):
+        return "NaN" if math.isnan(found) else "Infinity" if found > 0 else "-Infinity"
+    return found
+
+
+def _proto_attributes(items: Any, path: str) -> dict[str, Any]:
+    out = {}
+    for i, kv in enumerate(items):
+        if not kv.key:  # protobuf's JSON leaves an empty key out, and the JSON reader refuses a missing one
+            raise fail(f"{path}[{i}].key", f"expected a string, got {kind_of(None)}")
+        out[kv.key] = _proto_value(kv.value)
+    return out
+
+
+def _proto_id(raw: bytes, path: str, size: int) -> str:
+    return raw.hex() if len(raw) == size else hex_id(base64.b64encode(raw).decode("ascii") if raw else None, path, size)
+
+
+def _proto_span(d: Any, path: str, trace_id: str, mlflow_scope: bool) -> Span:
+    """One ``Span`` message, read as :func:`_span` reads protobuf's JSON of it."""
+    span_id = _proto_id(d.span_id, f"{path}.spanId", 8)
+    if not d.name:
+        raise fail(f"{path}.name", f"expected a string, got {kind_of(None)}")
+    start = nanoseconds(d.start_time_unix_nano or None, f"{path}.startTimeUnixNano")
+    if start is None:  # 0, which protobuf's JSON leaves out
+        raise fail(f"{path}.startTimeUnixNano", "is required")
+    attributes = _proto_attributes(d.attributes, f"{path}.attributes")
+    attributes = {
+        k: mlflow_value(v, f"{path}.attributes.{k}") if mlflow_scope or k.startswith("mlflow.") else v for k, v in attributes.items()
+    }
+    code = _STATUS.get(d.status.code)
+    if code is None:
+        raise fail(f"{path}.status.code", f"unknown status code {d.status.code!r}")
+    events = [(e.name, _proto_attributes(e.attributes, f"{path}.events[{i}].attributes")) for i, e in enumerate(d.events)]
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=_proto_id(d.parent_span_id, f"{path}.parentSpanId", 8) if d.parent_span_id else None,
+        name=d.name,
+        start_ns=start,
+        end_ns=nanoseconds(d.end_time_unix_nano, f"{path}.endTimeUnixNano") if d.end_time_unix_nano else None,
+        attributes=attributes,
+        path=path,
+        status=code,
+        status_message=d.status.message,
+        events=events,
+        links=len(d.links),
+    )
+
+
+def spans_from_proto(request: Any) -> Iterator[tuple[str, Span | TraceInputError, set[str], str]]:
+    """Every span of an ``ExportTraceServiceRequest`` message (``opentelemetry-proto``), as :func:`spans_from_otlp`
+    reads the same request written as JSON, read from the message's fields directly (protobuf's JSON mapping, the
+    other way, costs more than reading the spans)."""
+    for r, rs in enumerate(request.resource_spans):
+        rp = f"resourceSpans[{r}]"
+        resource_keys = set(_proto_attributes(rs.resource.attributes, f"{rp}.resource.attributes"))
+        for s, ss in enumerate(rs.scope_spans):
+            sp = f"{rp}.scopeSpans[{s}]"
+            scope_name = ss.scope.name
+            scope_text = " ".join(x for x in (ss.scope.name, ss.scope.version) if x)
+            for i, span in enumerate(ss.spans):
+                p = f"{sp}.spans[{i}]"
+                trace_id = _proto_id(span.trace_id, f"{p}.traceId", 16)
+                try:
+                    read: Span | TraceInputError = _proto_span(span, p, trace_id, scope_name.startswith("mlflow"))
+                except TraceInputError as exc:
+                    read = exc
+                yield trace_id, read, resource_keys, scope_text
+
+
 def _run(trace_id: str, pending: _Pending) -> m.Trace:
     losses = []
     own = any(s.parent_id is None and OWN + "source_format" in s.attributes for s in pending.spans)
@@ -211,40 +300,54 @@ READ_IDS_KEPT = 100_000
 """Ids of read traces remembered to name their late spans; older ones are forgotten, keeping memory bounded."""
 
 
-class _Traces(Assembly):
+class OtlpAssembly(Assembly):
     """The traces of one input; a trace is read once its root span has come and :data:`GRACE_LINES` more exports
-    brought none of its spans (see the module docstring)."""
+    brought none of its spans (see the module docstring).
 
-    def __init__(self) -> None:
+    A live receiver (``live=True``), whose exports may stop coming, calls :meth:`idle`: it reads the traces whose
+    spans have stopped coming for a while, and :meth:`oldest_line` says which line (spool record) the traces still waiting
+    began at, so that a restart can read the input again from there."""
+
+    def __init__(self, *, live: bool = False) -> None:
         self.pending: dict[str, _Pending] = {}
         self.values = 0
+        # A live receiver (``live``) reads a trace by time only (:meth:`idle`): exports from many processes interleave,
+        # so counting them says nothing of one trace. And where a file names the spans of a trace that come after it
+        # was read, and leaves them out, a receiver forgets what it read: a trace sent again (an exporter's retry)
+        # is gathered anew, and the store keeps the first copy of a trace it holds.
+        self.live = live
         # traces read lately: spans of theirs that come later are named and left out (bounded: a long file's ids)
         self.read_ids: dict[str, None] = {}
         self.late: dict[str, int] = {}
 
     def add(self, value: Any, kind: m.SourceKind, line: int | None) -> Iterator[Read]:
-        self.values += 1
         exports = [(f"[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [("", value)]
-        touched: list[str] = []
+        yield from self.add_spans((read for path, export in exports for read in spans_from_otlp(export, path)), line)
+
+    def add_spans(self, spans: Iterable[tuple[str, Span | TraceInputError, set[str], str]], line: int | None) -> Iterator[Read]:
+        """Take the spans of one export, as :func:`spans_from_otlp` reads them (a receiver that has read them already
+        hands them over as they are); yield the traces they complete, as :meth:`add` does."""
+        self.values += 1
+        now = time.monotonic()
         try:
-            for path, export in exports:
-                for trace_id, span, resource, scope in spans_from_otlp(export, path):
-                    if trace_id in self.read_ids:
-                        self.late[trace_id] = self.late.get(trace_id, 0) + 1
-                        continue
-                    pending = self.pending.setdefault(trace_id, _Pending())
-                    if trace_id not in touched:
-                        touched.append(trace_id)
-                    pending.line = line
-                    pending.last_seen = self.values
-                    pending.resource |= resource
-                    pending.scopes.add(scope)
-                    if isinstance(span, TraceInputError):
-                        pending.error = pending.error or span
-                        continue
-                    pending.spans.append(span)
-                    if span.parent_id is None:
-                        pending.complete = True
+            for trace_id, span, resource, scope in spans:
+                if trace_id in self.read_ids:
+                    self.late[trace_id] = self.late.get(trace_id, 0) + 1
+                    continue
+                pending = self.pending.get(trace_id)
+                if pending is None:
+                    pending = self.pending[trace_id] = _Pending(first_line=line)
+                pending.line = line
+                pending.last_seen = self.values
+                pending.last_time = now
+                pending.resource |= resource
+                pending.scopes.add(scope)
+                if isinstance(span, TraceInputError):
+                    pending.error = pending.error or span
+                    continue
+                pending.spans.append(span)
+                if span.parent_id is None:
+                    pending.complete = True
         except TraceInputError as exc:
             yield Read(error=exc.located(line=line), line=line)
         for trace_id, count in self.late.items():
@@ -252,25 +355,47 @@ class _Traces(Assembly):
                        "it had been read; they were left out (export a trace's spans closer together)")
             yield Read(error=TraceInputError(message).located(line=line), line=line)
         self.late.clear()
+        if self.live:
+            return
         waited = [t for t, p in self.pending.items() if p.complete and self.values - p.last_seen >= GRACE_LINES]
         for trace_id in waited:
             yield self._read(trace_id)
 
     def _read(self, trace_id: str) -> Read:
-        self.read_ids[trace_id] = None
+        if not self.live:
+            self.read_ids[trace_id] = None
         if len(self.read_ids) > READ_IDS_KEPT:
             del self.read_ids[next(iter(self.read_ids))]
         pending = self.pending.pop(trace_id)
         if pending.error is not None:
-            return Read(error=pending.error.located(line=pending.line), line=pending.line)
+            return Read(error=pending.error.located(line=pending.line), line=pending.line, first_line=pending.first_line)
         try:
-            return Read(trace=_run(trace_id, pending), line=pending.line)
+            return Read(trace=_run(trace_id, pending), line=pending.line, first_line=pending.first_line)
         except TraceInputError as exc:
-            return Read(error=exc.located(line=pending.line), line=pending.line)
+            return Read(error=exc.located(line=pending.line), line=pending.line, first_line=pending.first_line)
 
     def finish(self) -> Iterator[Read]:
         for trace_id in list(self.pending):
             yield self._read(trace_id)
+
+    def idle(self, grace: float, orphan: float, now: float | None = None) -> Iterator[Read]:
+        """Read the traces whose root span has come and no span of which came in the last ``grace`` seconds, and
+        those without a root span none of whose spans came in the last ``orphan`` seconds (read as they are, as
+        the end of a file reads them)."""
+        now = time.monotonic() if now is None else now
+        waited = [t for t, p in self.pending.items() if now - p.last_time >= (grace if p.complete else orphan)]
+        for trace_id in waited:
+            yield self._read(trace_id)
+
+    def oldest_line(self) -> int | None:
+        """The first line (spool record) of the traces still waiting, or None when none waits."""
+        lines = [p.first_line for p in self.pending.values() if p.first_line is not None]
+        return min(lines) if lines else None
+
+    @property
+    def waiting(self) -> int:
+        """The number of traces whose spans are still being gathered."""
+        return len(self.pending)
 
 
 class _OTLP(Source):
@@ -284,7 +409,7 @@ class _OTLP(Source):
         return "program_run" if isinstance(value, (dict, list)) else None
 
     def read(self, value: Any, kind: m.SourceKind, options: ReadOptions) -> m.Trace:
-        assembly = _Traces()
+        assembly = OtlpAssembly()
         reads = [*assembly.add(value, kind, None), *assembly.finish()]
         if len(reads) != 1:
             raise TraceInputError(f"this value holds {len(reads)} OpenTelemetry traces, not one")
@@ -295,7 +420,7 @@ class _OTLP(Source):
         return trace
 
     def assembly(self, options: ReadOptions) -> Assembly:
-        return _Traces()
+        return OtlpAssembly()
 
 
 SOURCE = _OTLP()

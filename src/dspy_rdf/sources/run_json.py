@@ -33,7 +33,8 @@ _RESULT_KEYS = frozenset({"example", "prediction", "score", "program_call", "err
 _CANDIDATE_KEYS = frozenset({"program_fingerprint", "parent_candidates", "state_changes", "score"})
 _TRAINING_KEYS = frozenset({"example"})
 _RUN_KEYS = frozenset(
-    {"dspy_rdf_kind", "source_format", "source_trace_id", "dspy_version", "started_at", "ended_at", "calls", "redactions", "losses"}
+    {"dspy_rdf_kind", "source_format", "source_trace_id", "session_id", "user_id", "dspy_version", "started_at", "ended_at", "calls",
+     "redactions", "losses"}
 )
 _PAIRINGS: tuple[Literal["call_id", "name_and_args", "preceding_lm_call"], ...] = ("call_id", "name_and_args", "preceding_lm_call")
 
@@ -44,6 +45,8 @@ def run_to_json(trace: m.Trace) -> dict[str, Any]:
         "dspy_rdf_kind": "program_run",
         "source_format": trace.source_format,
         **({"source_trace_id": trace.source_trace_id} if trace.source_trace_id is not None else {}),
+        **({"session_id": trace.session_id} if trace.session_id is not None else {}),
+        **({"user_id": trace.user_id} if trace.user_id is not None else {}),
         "dspy_version": trace.dspy_version,
         "started_at": trace.started_at,
         "ended_at": trace.ended_at,
@@ -140,12 +143,22 @@ def run_from_json(value: Any, path: str = "") -> m.Trace:
         source_format=source_format,
         dspy_version=get_str(d, "dspy_version", "run"),
         source_trace_id=get_str(d, "source_trace_id", "run"),
+        session_id=_identifier(d, "session_id"),
+        user_id=_identifier(d, "user_id"),
         started_at=_time(d, "started_at", "run"),
         ended_at=_time(d, "ended_at", "run"),
         calls=calls,
         redactions=redactions_from_json(d.get("redactions"), "redactions"),
         losses=losses_from_json(d.get("losses"), "losses"),
     )
+
+
+def _identifier(d: dict[str, Any], key: str) -> str | None:
+    """A session or user id: text with a character other than white space (an empty id is written as none)."""
+    value = get_str(d, key, "run")
+    if value is not None and not value.strip():
+        raise TraceInputError(f"an empty {key.replace('_', ' ')}; leave the key out when there is none", field=key)
+    return value
 
 
 def losses_from_json(value: Any, path: str) -> list[dict[str, str]]:

@@ -15,6 +15,9 @@ A tracing tool records a DSPy program run as a tree of spans. :func:`run_from_sp
   parent span, else to the preceding LM call (:mod:`dspy_rdf.canonical.pairing`), and ``pairing`` says which;
 - what no slot holds (unread attributes, events, links, stack traces, adapter spans) is listed in ``losses``, by span
   id, so that the list does not depend on where the trace sat in its file.
+- the trace's session and user are the first ``session.id`` / ``gen_ai.conversation.id`` and ``user.id`` attributes
+  found, the root span's first (:data:`SESSION_KEYS`, :data:`USER_KEYS`); a span naming another one is listed in
+  ``losses``.
 
 A span whose parent is missing is a top-level call (and listed); a parent cycle, and spans nested deeper than
 :data:`MAX_SPAN_DEPTH`, are errors naming the span. Traces that dspy-rdf wrote itself (:mod:`dspy_rdf.interop.otlp`) carry
@@ -40,12 +43,14 @@ from dspy_rdf.canonical.pairing import pair_tool_executions, tool_call_parts, wi
 from dspy_rdf.sources.conventions import BOOKKEEPING, Attributes, CallKind, call_kind, class_of, error_text, lm_facts, module_facts, tool_facts
 from dspy_rdf.sources.live import loss
 
-__all__ = ["MAX_SPAN_DEPTH", "OWN", "Span", "SpanStatus", "hex_id", "iso_from_ns", "mlflow_value", "nanoseconds", "ns_from_iso", "run_from_spans"]
+__all__ = ["MAX_SPAN_DEPTH", "OWN", "SESSION_KEYS", "Span", "SpanStatus", "USER_KEYS", "hex_id", "iso_from_ns", "mlflow_value", "nanoseconds", "ns_from_iso", "run_from_spans"]
 
 MAX_SPAN_DEPTH = 256
 """Spans nested deeper than this are refused (a clear error, never a crash)."""
 
 OWN = "dspy_rdf."
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+"""The GenAI conventions' event for one evaluation score of an operation."""
 """Prefix of the attributes dspy-rdf writes for what no convention has a key for."""
 
 _OWN_TRACE_KEYS = ("source_format", "source_kind", "source_trace_id", "dspy_version", "redactions", "losses")
@@ -182,10 +187,18 @@ def _attributes(span: Span) -> Attributes:
 
 
 def run_from_spans(
-    spans: list[Span], *, source_format: m.SourceFormat, source_trace_id: str | None, losses: list[dict[str, str]] | None = None
+    spans: list[Span],
+    *,
+    source_format: m.SourceFormat,
+    source_trace_id: str | None,
+    losses: list[dict[str, str]] | None = None,
+    session: tuple[str, str] | None = None,
+    user: tuple[str, str] | None = None,
 ) -> m.Trace:
     """The program run that the spans of one trace record (see the module docstring), read from ``source_format``.
-    ``losses`` are what the caller could not carry already (a trace's metadata, resource attributes)."""
+    ``losses`` are what the caller could not carry already (a trace's metadata, resource attributes); ``session`` and
+    ``user`` are ``(where, id)`` the recorder kept for the whole trace (MLflow's trace metadata), which the spans'
+    attributes do not override (:func:`_session_and_user`)."""
     if not spans:
         raise TraceInputError("a trace without spans")
     losses = list(losses or [])
@@ -202,6 +215,7 @@ def run_from_spans(
             losses.append(loss(f"span {span.span_id}.parent", f"its parent span {span.parent_id} is not in the input; it is a top-level call here"))
 
     attrs = {span_id: _attributes(span) for span_id, span in by_id.items()}
+    session_id, user_id = _session_and_user(by_id, attrs, depth, order, session, user, losses)
     kinds = {span_id: call_kind(attrs[span_id], span.name) for span_id, span in by_id.items()}
     # the call each span belongs to: itself, or (adapter spans, OpenInference's inner Predict span) its parent's
     kept: dict[str, str | None] = {}
@@ -250,11 +264,14 @@ def run_from_spans(
         unread = a.unread(BOOKKEEPING)
         if unread:
             losses.append(loss(f"span {span_id}.attributes", f"no slot holds {', '.join(unread)}"))
+    # dspy-rdf's own export repeats each evaluation's scores as GenAI evaluation events; the evaluation call holds them
+    written_here = any(s.parent_id is None and OWN + "source_format" in s.attributes for s in spans)
+    known_events = {"exception", EVALUATION_EVENT} if written_here else {"exception"}
     for span_id in by_id:
         if kept[span_id] != span_id:
             continue
         span = by_id[span_id]
-        others = [name for name, _ in span.events if name != "exception"]
+        others = [name for name, _ in span.events if name not in known_events]
         if others:
             losses.append(loss(f"span {span_id}.events", f"no slot holds the events {', '.join(others)}"))
         if any("exception.stacktrace" in attributes for name, attributes in span.events if name == "exception"):
@@ -276,9 +293,65 @@ def run_from_spans(
         started_at=iso_from_ns(min(starts[i] for i in roots)),
         ended_at=iso_from_ns(max(root_ends)) if len(root_ends) == len(roots) else None,  # None while a root has not ended
         losses=losses,
+        session_id=session_id,
+        user_id=user_id,
     )
     root_attrs = [attrs[s] for s in calls_order if kept[s] == s and index[s] in roots]
     return _own_trace(trace, root_attrs)
+
+
+SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
+"""Span attributes that name the session a trace belongs to, in the order they are read: OpenTelemetry's and
+OpenInference's ``session.id`` (MLflow's OTLP export writes it too), then the GenAI conventions' ``gen_ai.conversation.id``."""
+USER_KEYS = ("user.id",)
+"""Span attributes that name the user: OpenTelemetry's and OpenInference's ``user.id``."""
+
+
+def _identifier(a: Attributes, key: str) -> str | None:
+    """A session or user id attribute as text (an integer id as its digits), marked as read; an empty or blank one is
+    none, as OpenInference and MLflow treat it."""
+    value = a.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is not None and not isinstance(value, str):
+        raise fail(a.where(key), f"expected a string, got {kind_of(value)}")
+    return value if value and value.strip() else None
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 200 else f"{text[:200]}…")
+
+
+def _session_and_user(
+    by_id: dict[str, Span],
+    attrs: dict[str, Attributes],
+    depth: dict[str, int],
+    order: dict[str, int],
+    session: tuple[str, str] | None,
+    user: tuple[str, str] | None,
+    losses: list[dict[str, str]],
+) -> tuple[str | None, str | None]:
+    """The session and user of a trace. Instrumentations set them on the root span (MLflow's export) or on every span
+    (OpenInference's ``using_session``); the first one found wins: the recorder's own record of the trace (``session``,
+    ``user``), then the root spans', then the other spans' in start order, each span's ``session.id`` before its
+    ``gen_ai.conversation.id``. A span that names another one is not an error (the run is still one execution): each
+    other id is listed in ``losses`` with the span that named it."""
+    ranked = sorted(by_id, key=lambda s: (depth[s] > 0, by_id[s].start_ns, depth[s], order[s]))
+    chosen: list[str | None] = []
+    for what, keys, given in (("session", SESSION_KEYS, session), ("user", USER_KEYS, user)):
+        found = [given] if given is not None and given[1].strip() else []
+        for span_id in ranked:
+            a = attrs[span_id]
+            found += [(f"span {span_id}.attributes.{key}", value) for key in keys if (value := _identifier(a, key)) is not None]
+        first = found[0][1] if found else None
+        others: dict[str, str] = {}
+        for where, value in found:
+            if value != first:
+                others.setdefault(value, where)
+        for value, where in others.items():
+            losses.append(loss(where, f"names the {what} {_shown(value)}; the trace's {what} is {_shown(first or '')}, the first one named (the root span's, else the first span's)"))
+        chosen.append(first)
+    return chosen[0], chosen[1]
 
 
 def _same_module_call(span: Span, parent: Span, parent_kind: CallKind) -> bool:
@@ -415,11 +488,17 @@ def _own_trace(trace: m.Trace, roots: list[Attributes]) -> m.Trace:
         case "lm_history" | "lm_history_entry":
             if kind == "lm_history_entry" and len(entries) != 1:
                 raise fail(a.where(OWN + "source_kind"), f"an lm_history_entry trace needs one LM call span, found {len(entries)}")
-            return m.Trace(source_kind=kind, source_format=source_format, entries=entries, redactions=trace.redactions, losses=trace.losses)
+            return m.Trace(
+                source_kind=kind, source_format=source_format, entries=entries, redactions=trace.redactions, losses=trace.losses,
+                session_id=trace.session_id, user_id=trace.user_id,
+            )  # fmt: skip
         case "request_response" | "lm_request" | "lm_response":
             if len(entries) != 1:
                 raise fail(a.where(OWN + "source_kind"), f"a {kind} trace needs one LM call span, found {len(entries)}")
-            out = m.Trace(source_kind=kind, source_format=source_format, redactions=trace.redactions, losses=trace.losses)
+            out = m.Trace(
+                source_kind=kind, source_format=source_format, redactions=trace.redactions, losses=trace.losses,
+                session_id=trace.session_id, user_id=trace.user_id,
+            )  # fmt: skip
             if kind != "lm_response":
                 out.request = entries[0].request
             if kind != "lm_request":

@@ -197,8 +197,10 @@ class TraceStore(ABC):
         """Which of these trace graphs the store holds."""
 
     @abstractmethod
-    def select(self, sparql: str) -> SparqlJson:
-        """Run a SPARQL SELECT (or ASK) query; return SPARQL 1.1 JSON results."""
+    def select(self, sparql: str, *, limit: int | None = None, deadline: float | None = None) -> SparqlJson:
+        """Run a SPARQL SELECT (or ASK) query; return SPARQL 1.1 JSON results: at most ``limit`` rows when given, and
+        :class:`TimeoutError` when rows are still coming at ``deadline`` (a ``time.monotonic()`` value) where the
+        store can tell (the embedded store reads rows as the query makes them; a server answers whole)."""
 
     @abstractmethod
     def construct(self, sparql: str) -> bytes:
@@ -247,7 +249,7 @@ class TraceStore(ABC):
 
     def put(
         self,
-        traces: Iterable[m.Trace],
+        traces: Iterable[m.Trace | EncodedTrace],
         *,
         base: str = DEFAULT_BASE,
         bulk: bool = False,
@@ -269,6 +271,9 @@ class TraceStore(ABC):
 
         Memory stays bounded by a few batches whatever the number of traces: a committed batch is dropped, only its
         IRIs are kept for the report.
+
+        An item may also be an :class:`EncodedTrace`, as :func:`encode_traces` gives it (redacted and encoded already,
+        for instance by another process): it is written as it is.
         """
         check_base(base)
         report = PutReport()
@@ -309,7 +314,7 @@ class TraceStore(ABC):
         def located(exc: TraceInputError, where: tuple[str, int | None] | None) -> str:
             return str(exc.located(source=where[0], line=where[1]) if where is not None and exc.source == "<input>" else exc)
 
-        def encode(chunk: list[tuple[str, m.Trace, str, tuple[str, int | None] | None]]) -> None:
+        def encode(chunk: list[tuple[str, m.Trace | EncodedTrace, str, tuple[str, int | None] | None]]) -> None:
             """Encode the traces of a chunk the store does not hold yet, and queue full batches."""
             nonlocal pending, size, number, limit
             stored = self._stored([iri for iri, _, _, _ in chunk])
@@ -317,12 +322,15 @@ class TraceStore(ABC):
                 if iri in stored:
                     report.already_stored.append(iri)
                     continue
-                try:
-                    _, data = encode_trace(form, base=base, iri=iri, digest=digest)  # already redacted by stored_form
-                except TraceInputError as exc:
-                    report.failed.append((iri, located(exc, where)))
-                    continue
-                pending.append(EncodedTrace(iri, data, data.count(b"\n")))
+                if isinstance(form, EncodedTrace):
+                    pending.append(form)
+                else:
+                    try:
+                        _, data = encode_trace(form, base=base, iri=iri, digest=digest)  # already redacted by stored_form
+                    except TraceInputError as exc:
+                        report.failed.append((iri, located(exc, where)))
+                        continue
+                    pending.append(EncodedTrace(iri, data, data.count(b"\n")))
                 size += pending[-1].triples
                 if size >= limit:
                     batches.put((number, pending))
@@ -334,16 +342,20 @@ class TraceStore(ABC):
             for _ in range(max(1, self.writer_threads)):
                 writers.append(pool.submit(writer))  # only submitted writers are waited for
             seen: set[str] = set()
-            chunk: list[tuple[str, m.Trace, str, tuple[str, int | None] | None]] = []
+            chunk: list[tuple[str, m.Trace | EncodedTrace, str, tuple[str, int | None] | None]] = []
             for trace in traces:
                 if failure:
                     break
                 where = origin() if origin is not None else None
-                try:
-                    iri, form, digest = stored_form(trace, base=base, redactor=redactor)
-                except TraceInputError as exc:  # the message names the trace when its IRI could be computed
-                    report.failed.append(("", located(exc, where)))
-                    continue
+                form: m.Trace | EncodedTrace
+                if isinstance(trace, EncodedTrace):
+                    iri, form, digest = trace.iri, trace, ""
+                else:
+                    try:
+                        iri, form, digest = stored_form(trace, base=base, redactor=redactor)
+                    except TraceInputError as exc:  # the message names the trace when its IRI could be computed
+                        report.failed.append(("", located(exc, where)))
+                        continue
                 if iri in seen:  # the same trace again in this input: written once
                     continue
                 seen.add(iri)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pyoxigraph as ox
 
@@ -148,8 +149,9 @@ class EmbeddedStore(TraceStore):
     def _stored(self, iris: list[str]) -> set[str]:
         return {iri for iri in iris if self._store.contains_named_graph(ox.NamedNode(iri))}
 
-    def select(self, sparql: str) -> SparqlJson:
-        """Run a SPARQL query with pyoxigraph; return SPARQL 1.1 JSON results.
+    def select(self, sparql: str, *, limit: int | None = None, deadline: float | None = None) -> SparqlJson:
+        """Run a SPARQL query with pyoxigraph; return SPARQL 1.1 JSON results (at most ``limit`` rows; TimeoutError
+        when rows are still coming at ``deadline``, a ``time.monotonic()`` value: see :meth:`TraceStore.select`).
 
         A query pyoxigraph cannot run (bad syntax, a function it does not have) is a ``ValueError``; one that fails
         while it runs (a ``SERVICE`` endpoint that cannot be reached, the disk) is a :class:`StoreError`."""
@@ -160,19 +162,18 @@ class EmbeddedStore(TraceStore):
             if not isinstance(result, ox.QuerySolutions):
                 raise ValueError("expected a SELECT or ASK query, got a CONSTRUCT or DESCRIBE query")
             names = [var.value for var in result.variables]
-            bindings = []
+            bindings: list[dict[str, Any]] = []
             for solution in result:
-                row = {}
-                for name in names:
-                    term = solution[name]
-                    if term is not None:
-                        row[name] = term_json(term)
-                bindings.append(row)
+                if limit is not None and len(bindings) >= limit:
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError("the query was still making rows at its deadline")
+                bindings.append({name: term_json(term) for name in names if (term := solution[name]) is not None})
         except SyntaxError as exc:
             raise ValueError(f"not a valid SPARQL query: {exc}") from None
         except RuntimeError as exc:  # pyoxigraph's evaluation errors, e.g. "The custom function <...> is not supported"
             raise ValueError(f"the query cannot be run on the embedded store: {exc}") from None
-        except StoreError:
+        except (StoreError, TimeoutError):
             raise
         except OSError as exc:  # a SERVICE call that failed, or the store's files
             raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None

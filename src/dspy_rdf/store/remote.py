@@ -282,8 +282,9 @@ class RemoteStore(TraceStore):
             "POST", self.query_url, idempotent=True, data={"query": sparql}, headers={"Accept": SPARQL_JSON}, is_query=True, read=read
         )
 
-    def select(self, sparql: str) -> SparqlJson:
-        """Run a SPARQL SELECT (or ASK) query on the server; return SPARQL 1.1 JSON results, normalized like the embedded store's.
+    def select(self, sparql: str, *, limit: int | None = None, deadline: float | None = None) -> SparqlJson:
+        """Run a SPARQL SELECT (or ASK) query on the server; return SPARQL 1.1 JSON results, normalized like the embedded store's
+        (at most ``limit`` rows, cut here; ``deadline`` is the server's own business: its answer comes whole).
 
         A success answer whose body is not SPARQL JSON results (truncated, an HTML page from a proxy, JSON of another
         shape) is retried like a network error, then raised as :class:`RemoteResultError`: it is never read as "no
@@ -297,6 +298,8 @@ class RemoteStore(TraceStore):
                 "of virtuoso.ini); ask for fewer rows or raise the cap",
                 method="POST", url=shown, max_rows=cap,
             )
+        if limit is not None and "results" in results:
+            results["results"]["bindings"] = results["results"]["bindings"][:limit]
         return results
 
     def _select_page(self, sparql: str) -> tuple[list[dict[str, Any]], bool]:

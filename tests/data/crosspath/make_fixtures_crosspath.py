@@ -66,7 +66,6 @@ replaced by placeholders before writing.
 
 from __future__ import annotations
 
-import base64
 import inspect
 import json
 import os
@@ -83,6 +82,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(REPO / "tests"))
+from otlp_json import otlp_json  # noqa: E402
 
 import mlflow  # noqa: E402
 
@@ -134,19 +134,6 @@ def write(name: str, text: str, tmp: str) -> None:
     print(f"wrote {name} ({len(text.encode())} bytes)")
 
 
-def otlp_json(spans) -> dict:
-    """Spans as OTLP/JSON: the SDK's protobuf encoding, with hex ids and enums as numbers (the OTLP/JSON rules)."""
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for resource_spans in data["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return data
 
 
 def trace_ids(data: dict) -> set[str]:

@@ -20,7 +20,6 @@ Absolute paths of this machine (in exception stack traces) are replaced by place
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -32,6 +31,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "tests"))
+from otlp_json import otlp_json  # noqa: E402
 
 from google.protobuf.json_format import MessageToDict  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
@@ -48,16 +48,6 @@ def scrub(text: str) -> str:
     return text
 
 
-def otlp_json(spans) -> dict:
-    """Spans as OTLP/JSON: the SDK's protobuf encoding, with hex ids and enums as numbers (the OTLP/JSON rules)."""
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for resource_spans in data["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return data
 
 
 class JsonLinesExporter(SpanExporter):

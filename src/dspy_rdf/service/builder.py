@@ -1,0 +1,300 @@
+"""Spooled span exports -> program runs in the store, as ``export --from otlp`` would write them.
+
+One thread takes the exports in spool order, their spans as the receiver read them, gathers each trace's spans
+(:class:`~dspy_rdf.sources.otlp.OtlpAssembly`), and builds a trace once its root span has come and its spans have
+stopped coming for ``grace`` seconds (exports of many processes interleave, so, unlike in a file, how many came since
+says nothing); a trace whose root never comes is built as it is after ``orphan`` seconds, as the end of a file would.
+
+Redacting and encoding the traces built (the larger half of the work) happens in a worker process, so that a second
+core does it while this process reads requests, gathers spans and commits: the receiver takes spans faster than
+``export`` reads them from a file (``bench/bench_serve.py``). Traces are committed in the order they were built.
+After each commit, the spool's checkpoint moves to the first record of the traces not yet in the store (gathering, or
+built and not committed), so a restart reads again exactly what is not stored. A store that fails (a server down, a
+full disk) is retried with the same traces; the spool holds everything meanwhile.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from dspy_rdf.canonical import model as m
+from dspy_rdf.canonical.errors import TraceInputError
+from dspy_rdf.canonical.identity import DEFAULT_BASE
+from dspy_rdf.service.receiver import ReadSpan
+from dspy_rdf.service.spool import Spool
+from dspy_rdf.sources.base import Read
+from dspy_rdf.sources.otlp import OtlpAssembly
+from dspy_rdf.store.base import EncodedTrace, TraceStore, encode_traces
+
+__all__ = ["BuilderCounts", "TraceBuilder"]
+
+_TICK = 0.2  # seconds between looks for traces whose spans stopped coming
+_RETRY = 1.0  # seconds before a put the store failed is tried again
+_IN_FLIGHT = 4  # batches of built traces being encoded at once, at most
+_RECORDS_PER_BATCH = 256
+
+
+def _encoded(traces: list[m.Trace], base: str) -> list[EncodedTrace | tuple[str, str]]:
+    """What :func:`encode_traces` makes of ``traces`` (run in the worker process)."""
+    return list(encode_traces(traces, base=base))
+
+
+@dataclass
+class _Batch:
+    """Traces built together, on their way to the store: the worker's answer, and the first spool record they need."""
+
+    traces: list[m.Trace]
+    encoding: Future[list[EncodedTrace | tuple[str, str]]] | None
+    first_record: int
+
+
+@dataclass
+class BuilderCounts:
+    """What the builder has done since it started: traces written, already stored (read again after a restart, or
+    sent twice), not readable or refused by the store (with the latest reasons), and traces still gathering."""
+
+    written: int = 0
+    already_stored: int = 0
+    failed: int = 0
+    gathering: int = 0
+    store_errors: int = 0
+    recent_errors: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+
+class TraceBuilder:
+    """The thread that turns spooled exports into stored program runs (see the module docstring). ``encoders`` is
+    the number of worker processes that redact and encode (0: this thread does it)."""
+
+    def __init__(
+        self,
+        store: TraceStore,
+        spool: Spool,
+        *,
+        grace: float = 2.0,
+        orphan: float = 600.0,
+        base: str = DEFAULT_BASE,
+        encoders: int = 1,
+        log: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.store = store
+        self.spool = spool
+        self.grace = grace
+        self.orphan = orphan
+        self.base = base
+        self.encoders = encoders
+        self.log = log
+        self.counts = BuilderCounts()
+        self._assembly = OtlpAssembly(live=True)
+        self._queue: queue.Queue[tuple[int, list[ReadSpan]] | None] = queue.Queue()
+        self._last_record = spool.checkpoint - 1  # the last record taken into the assembly
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dspy-rdf trace builder", daemon=True)
+        self._idle = threading.Condition()
+        self._busy = 0  # records submitted and not yet taken in
+        self._batches: deque[_Batch] = deque()  # built, not yet committed, in build order
+        self._pool: ProcessPoolExecutor | None = None
+        # Commits run in a thread of their own, so that building the next traces overlaps committing these (the
+        # store's writes run outside the GIL); the builder waits only when too many batches are waiting.
+        self._committer = threading.Thread(target=self._commit_batches, name="dspy-rdf trace committer", daemon=True)
+        self._batch_ready = threading.Condition()
+        self._oldest_gathering: int | None = None  # the first record of the traces still gathering
+        self._gave_up = False  # stopping while the store kept failing
+        self._done_building = False
+
+    def start(self) -> None:
+        """Start the worker process and the thread (call it before starting other threads: see below)."""
+        if self.encoders > 0:
+            # Forked, and at once (a first job waited for), before this process starts threads of its own (the
+            # builder's, the HTTP server's): a spawned process would import the program's main module again, which a
+            # script without a ``__main__`` guard would run a second time.
+            self._pool = ProcessPoolExecutor(self.encoders, mp_context=multiprocessing.get_context("fork"))
+            try:
+                self._pool.submit(int).result(timeout=60)
+            except Exception as exc:  # noqa: BLE001 - no worker process here: this thread encodes
+                self._error(f"no encoding process ({type(exc).__name__}: {exc}); encoding here")
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+        self._thread.start()
+        self._committer.start()
+
+    def submit(self, record: int, spans: list[ReadSpan]) -> None:
+        """Take the spans of one spooled export (in record order)."""
+        with self._idle:
+            self._busy += 1
+        self._queue.put((record, spans))
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop after the exports already submitted are taken in and the traces built are stored; traces still
+        gathering stay in the spool for the next start."""
+        self._stopping.set()
+        self._queue.put(None)
+        self._thread.join(timeout)
+        with self._batch_ready:
+            self._batch_ready.notify_all()
+        self._committer.join(timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def wait_idle(self, timeout: float | None = None, *, settled: bool = False) -> bool:
+        """Wait until every export submitted has been taken in and the traces it completed are stored, and, if
+        ``settled``, until no trace is still gathering (each waits out its grace); True when that happened within
+        ``timeout``."""
+        with self._idle:
+            return self._idle.wait_for(
+                lambda: self._busy == 0 and not self._batches and (not settled or self.counts.gathering == 0), timeout
+            )
+
+    # --- the thread ---------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            taken: list[tuple[int, list[ReadSpan]]] = []
+            try:
+                item = self._queue.get(timeout=_TICK)
+                while True:
+                    if item is None:
+                        stopping = True
+                        break
+                    taken.append(item)
+                    if len(taken) >= _RECORDS_PER_BATCH:
+                        break
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            reads: list[Read] = []
+            for record, spans in taken:
+                reads += self._guarded(lambda: list(self._assembly.add_spans(spans, record)))
+            if not stopping:
+                reads += self._guarded(lambda: list(self._assembly.idle(self.grace, self.orphan)))
+            with self._batch_ready:
+                if taken:
+                    self._last_record = taken[-1][0]
+                self._build(reads)
+                self._oldest_gathering = self._assembly.oldest_line()
+                self.counts.gathering = self._assembly.waiting
+                self._batch_ready.notify_all()
+                # too many batches waiting for the store: wait for it rather than hold them all in memory
+                self._batch_ready.wait_for(lambda: len(self._batches) <= _IN_FLIGHT or self._gave_up)
+            if not self._batches:
+                self._advance()
+            with self._idle:
+                self._busy -= len(taken)
+                self._idle.notify_all()
+        with self._batch_ready:
+            self._done_building = True
+            self._batch_ready.notify_all()
+
+    def _guarded(self, read: Callable[[], list[Read]]) -> list[Read]:
+        try:
+            return read()
+        except (ValueError, TypeError, OverflowError, KeyError, AttributeError, RecursionError) as exc:
+            if isinstance(exc, TraceInputError):
+                return [Read(error=exc)]
+            what = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+            return [Read(error=TraceInputError(f"an export could not be read ({what})"))]
+
+    def _build(self, reads: list[Read]) -> None:
+        """Hand the traces read to the worker process, as one batch; count and name the errors."""
+        traces, firsts = [], []
+        for read in reads:
+            if read.trace is not None:
+                traces.append(read.trace)
+                firsts.append(read.first_line if read.first_line is not None else self._last_record + 1)
+            elif read.error is not None:
+                self.counts.failed += 1
+                where = f"spool record {read.line}: " if read.line is not None else ""
+                self._error(where + str(read.error).split("\n")[0])
+        if not traces:
+            return
+        encoding = None
+        if self._pool is not None:
+            try:
+                encoding = self._pool.submit(_encoded, traces, self.base)
+            except RuntimeError as exc:  # the worker process died (BrokenProcessPool): this thread encodes from now on
+                self._error(f"the encoding process stopped ({exc}); encoding here")
+                self._pool = None
+        self._batches.append(_Batch(traces, encoding, min(firsts)))
+
+    def _commit_batches(self) -> None:
+        """The committer thread: store the batches in build order, each once its encoding is done; the batches done
+        by then go together (one store transaction: fewer, larger commits keep up with a fast sender)."""
+        while True:
+            with self._batch_ready:
+                self._batch_ready.wait_for(lambda: bool(self._batches) or self._done_building)
+                if not self._batches:
+                    return
+                head = self._batches[0]
+            encoded = self._encoding_of(head)
+            taken = 1
+            with self._batch_ready:
+                following = list(self._batches)[1:]
+            for batch in following:  # the next batches whose encoding is done already
+                if batch.encoding is None or not batch.encoding.done():
+                    break
+                encoded += self._encoding_of(batch)
+                taken += 1
+            if not self._put(encoded):
+                with self._batch_ready:
+                    self._gave_up = True  # stopping while the store fails: the checkpoint stays before these traces
+                    self._batch_ready.notify_all()
+                return
+            with self._batch_ready:
+                for _ in range(taken):
+                    self._batches.popleft()
+                self._batch_ready.notify_all()
+            self._advance()
+            with self._idle:
+                self._idle.notify_all()
+
+    def _encoding_of(self, batch: _Batch) -> list[EncodedTrace | tuple[str, str]]:
+        """A batch's traces as the worker encoded them (waiting for it), or encoded here when the worker failed."""
+        try:
+            return batch.encoding.result() if batch.encoding is not None else _encoded(batch.traces, self.base)
+        except Exception as exc:  # noqa: BLE001 - the worker died or failed: encode here
+            self._error(f"the encoding process failed ({type(exc).__name__}: {exc}); encoding here")
+            self._pool = None
+            return _encoded(batch.traces, self.base)
+
+    def _advance(self) -> None:
+        """Move the spool's checkpoint to the first record a trace not yet stored needs."""
+        with self._batch_ready:
+            needed = [line for line in (self._oldest_gathering, *(b.first_record for b in self._batches)) if line is not None]
+            checkpoint = min(needed) if needed else self._last_record + 1
+        try:
+            self.spool.advance(checkpoint)
+        except OSError as exc:
+            self._error(f"the spool checkpoint could not be written: {exc}")
+
+    def _put(self, encoded: list[EncodedTrace | tuple[str, str]]) -> bool:
+        """Put encoded traces, trying again while the store fails; False when asked to stop before it took them."""
+        ready = [item for item in encoded if isinstance(item, EncodedTrace)]
+        for item in encoded:
+            if not isinstance(item, EncodedTrace):
+                self.counts.failed += 1
+                self._error(f"a trace was not stored: {item[1]}")
+        while True:
+            try:
+                report = self.store.put(ready, base=self.base)
+            except OSError as exc:  # the store (disk, server): the spool holds the spans, so try again
+                self.counts.store_errors += 1
+                self._error(f"the store failed, retrying in {_RETRY:g} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+                if self._stopping.wait(_RETRY):
+                    return False
+                continue
+            self.counts.written += len(report.written)
+            self.counts.already_stored += len(report.already_stored)
+            for iri, why in report.failed:
+                self.counts.failed += 1
+                self._error(f"{iri or 'a trace'} was not stored: {why}")
+            return True
+
+    def _error(self, message: str) -> None:
+        self.counts.recent_errors.append(message)
+        self.log(message)
