@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -346,8 +347,11 @@ def shape_cases() -> list[Case]:
                 case("minLength", [ox.Literal("")], _COMPONENTS[SH.minLength])
             if (n := graph.value(ps, SH.maxLength)) is not None:
                 case("maxLength", [ox.Literal("x" * (int(n) + 1))], _COMPONENTS[SH.maxLength])
-            if graph.value(ps, SH.pattern) is not None:
-                case("pattern", [ox.Literal("\u0000 does not match")], _COMPONENTS[SH.pattern])
+            if (pattern := graph.value(ps, SH.pattern)) is not None:
+                # a value the pattern refuses (an anchored pattern refuses the first; "a character other than space",
+                # \S, only a blank one)
+                refused = next(v for v in ("\u0000 does not match", " ", "") if re.search(str(pattern), v) is None)
+                case("pattern", [ox.Literal(refused)], _COMPONENTS[SH.pattern])
         closed = graph.value(shape, SH.closed)
         if closed is not None and closed.toPython():
             new = _Counter.next()

@@ -357,3 +357,35 @@ def test_without_the_mcp_package_the_command_says_what_to_install(store):
         [sys.executable, "-c", hide, "mcp", f"--store={store}"], env=server_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
     assert done.returncode == 2 and done.stderr == "error: the MCP server needs the mcp package: pip install 'dspy-rdf[mcp]'\n"
+
+
+def test_calls_past_their_timeout_cannot_pile_up(store):
+    """A call past its timeout is answered at once, but its query runs on in its thread: at most MAX_RUNNING_CALLS
+    run at once, and one more is refused, saying why, until they end."""
+    import threading
+
+    from mcp.client import Client
+
+    from dspy_rdf.service.mcp import MAX_RUNNING_CALLS, StoreTools, build_server
+
+    release = threading.Event()
+
+    class SlowTools(StoreTools):
+        def run_query(self, *args, **kwargs):  # a query that ends only when the test says so
+            release.wait(30)
+            return super().run_query(*args, **kwargs)
+
+    server = build_server(SlowTools(store=str(store), timeout=0.05))
+
+    async def flood() -> list[Any]:
+        async with Client(server) as client:
+            return [await client.call_tool("run_query", {"name": "tool_calls_per_tool"}) for _ in range(MAX_RUNNING_CALLS + 1)]
+
+    try:
+        results = anyio.run(flood)
+    finally:
+        release.set()
+    texts = [r.content[0].text for r in results]
+    assert all(r.is_error for r in results)
+    assert sum("ran longer than the timeout" in t for t in texts) == MAX_RUNNING_CALLS
+    assert f"{MAX_RUNNING_CALLS} calls are still running" in texts[-1]

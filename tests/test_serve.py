@@ -453,3 +453,97 @@ def test_odd_protobuf_spans_are_read_or_refused_as_their_json_is():
     for case in cases:
         direct, through_json = _both_ways(request(**dict(case)))
         assert direct == through_json, case
+
+
+# --- retries, late spans, restarts, and requests made to break the server -----------------------------------------
+
+
+def _one_trace_export(pick) -> tuple[dict, str]:
+    """OpenInference's export with only the spans ``pick(spans of its first trace)`` chooses; and that trace's id."""
+    whole = json.loads((CROSS / "openinference.json").read_text())
+    spans = [s for rs in whole["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    first = spans[0]["traceId"]
+    mine = [s for s in spans if s["traceId"] == first]
+    value = json.loads(json.dumps(whole))
+    value["resourceSpans"] = value["resourceSpans"][:1]
+    value["resourceSpans"][0]["scopeSpans"] = value["resourceSpans"][0]["scopeSpans"][:1]
+    value["resourceSpans"][0]["scopeSpans"][0]["spans"] = pick(mine)
+    return value, first
+
+
+def test_an_export_sent_again_within_the_grace_is_one_trace_as_it_was(tmp_path):
+    body = (CROSS / "openinference.json").read_bytes()
+    with served(tmp_path, grace=1.0) as server:
+        assert post(server.url, body).status_code == 200
+        assert post(server.url, gzip.compress(body), **{"Content-Encoding": "gzip"}).status_code == 200  # the retry
+        status = settled(server, 3)
+        spans = status["received"]["spans"] // 2
+        assert status["traces"]["failed"] == 0 and status["traces"]["repeated_spans"] == spans and status["traces"]["written"] == 3
+        with open_store(server.url) as remote, EmbeddedStore(exported(CROSS / "openinference.json", tmp_path / "file")) as file:
+            assert rows(remote) == rows(file)
+
+
+def test_a_span_that_comes_after_its_trace_was_stored_is_named_and_left_out_even_after_a_restart(tmp_path):
+    root_and_some, trace_id = _one_trace_export(lambda spans: [s for s in spans if not s.get("parentSpanId")] + [s for s in spans if s.get("parentSpanId")][1:])
+    last_child, _ = _one_trace_export(lambda spans: [s for s in spans if s.get("parentSpanId")][:1])
+    # a trace whose root never comes: one LM call span
+    orphan, _ = _one_trace_export(lambda spans: [dict(next(s for s in spans if s.get("parentSpanId") and "Adapter" not in s["name"]), traceId="ab" * 16)])
+    with served(tmp_path, orphan=600) as server:
+        for value in (root_and_some, orphan):
+            assert post(server.url, json.dumps(value).encode()).status_code == 200
+        settled_until = time.monotonic() + 30
+        while server.status()["traces"]["written"] < 1 and time.monotonic() < settled_until:
+            time.sleep(0.05)
+        assert post(server.url, json.dumps(last_child).encode()).status_code == 200  # after its trace was stored
+        assert server.builder.wait_idle(30)
+        status = server.status()
+        assert status["traces"]["late_spans"] == 1 and status["traces"]["failed"] == 0 and status["traces"]["gathering"] == 1
+        assert any(f"1 span(s) of trace {trace_id} came after the trace was built" in e for e in status["recent_errors"])
+        assert server.spool.checkpoint == 1 and trace_id in server.spool.stored_traces  # the orphan holds the spool back
+        stored = open_store(server.url).trace_iris()
+    assert len(stored) == 1
+    # after a restart, the late span read again from the spool is left out again, without a word; the orphan is stored
+    with served(tmp_path, orphan=0.2) as server:
+        settled(server, 1)
+        status = server.status()
+        assert status["traces"]["written"] == 1 and status["traces"]["late_spans"] == 0 and status["traces"]["repeated_spans"] == 1
+        assert len(open_store(server.url).trace_iris()) == 2 and stored[0] in open_store(server.url).trace_iris()
+
+
+def test_requests_made_to_break_the_server_get_one_line_answers_and_it_keeps_serving(tmp_path):
+    with served(tmp_path) as server:
+        url = server.url
+        deep_json = b'{"resourceSpans": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+        response = post(url, deep_json)
+        assert response.status_code == 400 and "nested too deeply" in response.text
+        deep_sparql = "SELECT * WHERE " + "{" * 3000 + "}" * 3000
+        response = httpx.post(f"{url}/query", data={"query": deep_sparql})
+        assert response.status_code == 400 and "nests brackets more than 128 deep" in response.text
+        response = httpx.get(f"{url}/query", params={"query": "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }"})
+        assert response.status_code == 400 and "allow-federation" not in response.text
+        assert post(url, b"{}").status_code == 200  # an export of nothing, as an empty protobuf request
+        with httpx.Client(timeout=30) as client:  # one kept-alive connection, as exporters use
+            assert client.post(f"{url}/update", data={"update": "DROP ALL"}).status_code == 405
+            assert client.post(f"{url}/v1/traces", content=b"{}", headers={"Content-Type": "text/plain"}).status_code == 415
+            assert client.post(f"{url}/v1/traces", content=(CROSS / "openinference.json").read_bytes(), headers={"Content-Type": "application/json"}).status_code == 200
+        settled(server, 3)
+        assert httpx.get(f"{url}/status").status_code == 200
+
+
+def test_a_spool_belongs_to_one_server_and_one_store(tmp_path):
+    from dspy_rdf.service.spool import SpoolError
+
+    with served(tmp_path) as server, EmbeddedStore(tmp_path / "other") as other:
+        with pytest.raises(SpoolError, match="in use by another process"):
+            TraceServer(other, ServeOptions(spool=tmp_path / "spool", port=0))
+        assert server.status()["spool"]["checkpoint"] == 0
+    with EmbeddedStore(tmp_path / "other") as other, pytest.raises(SpoolError, match="holds spans for the store"):
+        TraceServer(other, ServeOptions(spool=tmp_path / "spool", port=0))
+
+
+def test_a_port_in_use_is_one_line_naming_it(tmp_path, capsys):
+    with served(tmp_path) as server:
+        port = server.url.rsplit(":", 1)[1]
+        assert main(["serve", "--store", str(tmp_path / "other"), "--port", port]) == 2
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"] and "stopped" not in out

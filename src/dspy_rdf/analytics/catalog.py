@@ -343,7 +343,26 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return [(m.lastgroup or "other", m.group()) for m in _TOKEN.finditer(text) if m.lastgroup not in ("space", "comment")]
 
 
+MAX_NESTING = 128
+"""The deepest nesting of brackets (``{ ( [``) raw SPARQL may have: a parser reads nested groups by recursion, and a
+query nested thousands deep overflows its stack (pyoxigraph's, in the process that asked)."""
+
+
+def _check_nesting(tokens: list[tuple[str, str]]) -> None:
+    depth = 0
+    for kind, value in tokens:
+        if kind != "other":
+            continue
+        if value in "{([":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ValueError(f"the query nests brackets more than {MAX_NESTING} deep, which is refused (no query needs it)")
+        elif value in "})]":
+            depth -= 1
+
+
 def _check_tokens(tokens: list[tuple[str, str]], allow_federation: bool) -> None:
+    _check_nesting(tokens)
     prefixes: dict[str, str] = {}
     for i, (kind, value) in enumerate(tokens):
         if kind in ("iri", "pname"):

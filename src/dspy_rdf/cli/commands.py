@@ -626,6 +626,7 @@ def run_query_command(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import hashlib
     import threading
     from pathlib import Path
 
@@ -638,7 +639,12 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError("--grace and --orphan-timeout are seconds, 0 or more")
     target = args.store or default_store_target()
     remote = "://" in str(target)
-    spool = args.spool or (Path(".dspy-rdf") / "spool" if remote else Path(f"{Path(target).resolve()}.spool"))
+    if args.spool is not None:
+        spool = args.spool
+    elif remote:  # one spool per server: a spool belongs to one store
+        spool = Path(".dspy-rdf") / f"spool-{hashlib.sha256(str(target).encode()).hexdigest()[:12]}"
+    else:
+        spool = Path(f"{Path(target).resolve()}.spool")
     options = ServeOptions(
         spool=spool, host=args.host, port=args.port, token=token, grace=args.grace, orphan=args.orphan_timeout, base=args.base
     )
@@ -646,10 +652,18 @@ def run_serve(args: argparse.Namespace) -> int:
         server = TraceServer(store, options, log=lambda message: print(message, file=sys.stderr, flush=True))
         try:
             server.start()
+        except BaseException:
+            server.stop()
+            raise
+        try:
             replayed = f"; {server.replayed} export(s) read again from the spool" if server.replayed else ""
+            url = server.url
+            if args.host in ("0.0.0.0", "::"):  # every address of this machine: others reach it by one of them
+                url = url.replace(f"//{args.host}:", "//127.0.0.1:").replace("//[::]:", "//127.0.0.1:")
+                replayed += f"; listening on every address ({args.host}), so other machines use this one's name"
             say(
-                f"serving {getattr(store, 'location', target)}: OTLP spans to {server.url}/v1/traces, SPARQL at "
-                f"{server.url}/query (--store {server.url}), spool {spool}{replayed}; Ctrl-C stops"
+                f"serving {getattr(store, 'location', target)}: OTLP spans to {url}/v1/traces, SPARQL at "
+                f"{url}/query (--store {url}), spool {spool}{replayed}; Ctrl-C stops"
             )
             sys.stdout.flush()  # a supervisor or a test reads the URL while the server runs
             threading.Event().wait()

@@ -29,7 +29,7 @@ from dspy_rdf.canonical.identity import DEFAULT_BASE
 from dspy_rdf.service.receiver import ReadSpan
 from dspy_rdf.service.spool import Spool
 from dspy_rdf.sources.base import Read
-from dspy_rdf.sources.otlp import OtlpAssembly
+from dspy_rdf.sources.otlp import LateSpansError, OtlpAssembly
 from dspy_rdf.store.base import EncodedTrace, TraceStore, encode_traces
 
 __all__ = ["BuilderCounts", "TraceBuilder"]
@@ -38,6 +38,22 @@ _TICK = 0.2  # seconds between looks for traces whose spans stopped coming
 _RETRY = 1.0  # seconds before a put the store failed is tried again
 _IN_FLIGHT = 4  # batches of built traces being encoded at once, at most
 _RECORDS_PER_BATCH = 256
+
+
+def _worker_start() -> None:
+    """In the encoding process: leave Ctrl-C and SIGTERM to the server (which stops the pool), and end with it if it
+    is killed (Linux: the parent's death signal), so that no worker outlives the server holding its files."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: a worker of a killed server ends when its pipe closes
+        pass
 
 
 def _encoded(traces: list[m.Trace], base: str) -> list[EncodedTrace | tuple[str, str]]:
@@ -52,6 +68,7 @@ class _Batch:
     traces: list[m.Trace]
     encoding: Future[list[EncodedTrace | tuple[str, str]]] | None
     first_record: int
+    spans_in: dict[str, tuple[int, int]]  # input trace id -> the first and last spool records of its spans
 
 
 @dataclass
@@ -62,6 +79,8 @@ class BuilderCounts:
     written: int = 0
     already_stored: int = 0
     failed: int = 0
+    late_spans: int = 0
+    repeated_spans: int = 0
     gathering: int = 0
     store_errors: int = 0
     recent_errors: deque[str] = field(default_factory=lambda: deque(maxlen=20))
@@ -106,6 +125,7 @@ class TraceBuilder:
         self._oldest_gathering: int | None = None  # the first record of the traces still gathering
         self._gave_up = False  # stopping while the store kept failing
         self._done_building = False
+        self._stored_spans_in: dict[str, tuple[int, int]] = {}  # stored traces: their first and last spool records
 
     def start(self) -> None:
         """Start the worker process and the thread (call it before starting other threads: see below)."""
@@ -113,7 +133,7 @@ class TraceBuilder:
             # Forked, and at once (a first job waited for), before this process starts threads of its own (the
             # builder's, the HTTP server's): a spawned process would import the program's main module again, which a
             # script without a ``__main__`` guard would run a second time.
-            self._pool = ProcessPoolExecutor(self.encoders, mp_context=multiprocessing.get_context("fork"))
+            self._pool = ProcessPoolExecutor(self.encoders, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
             try:
                 self._pool.submit(int).result(timeout=60)
             except Exception as exc:  # noqa: BLE001 - no worker process here: this thread encodes
@@ -122,6 +142,11 @@ class TraceBuilder:
                 self._pool = None
         self._thread.start()
         self._committer.start()
+
+    def already_stored(self, trace_ids: set[str]) -> None:
+        """Tell the builder, before it starts, which traces of the spool the store holds already (see
+        :meth:`~dspy_rdf.sources.otlp.OtlpAssembly.already_stored`)."""
+        self._assembly.already_stored(trace_ids)
 
     def submit(self, record: int, spans: list[ReadSpan]) -> None:
         """Take the spans of one spooled export (in record order)."""
@@ -134,10 +159,12 @@ class TraceBuilder:
         gathering stay in the spool for the next start."""
         self._stopping.set()
         self._queue.put(None)
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
         with self._batch_ready:
             self._batch_ready.notify_all()
-        self._committer.join(timeout)
+        if self._committer.is_alive():
+            self._committer.join(timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -179,6 +206,7 @@ class TraceBuilder:
                 self._build(reads)
                 self._oldest_gathering = self._assembly.oldest_line()
                 self.counts.gathering = self._assembly.waiting
+                self.counts.repeated_spans = self._assembly.repeated_spans
                 self._batch_ready.notify_all()
                 # too many batches waiting for the store: wait for it rather than hold them all in memory
                 self._batch_ready.wait_for(lambda: len(self._batches) <= _IN_FLIGHT or self._gave_up)
@@ -203,10 +231,22 @@ class TraceBuilder:
     def _build(self, reads: list[Read]) -> None:
         """Hand the traces read to the worker process, as one batch; count and name the errors."""
         traces, firsts = [], []
+        spans_in: dict[str, tuple[int, int]] = {}
         for read in reads:
             if read.trace is not None:
                 traces.append(read.trace)
-                firsts.append(read.first_line if read.first_line is not None else self._last_record + 1)
+                first = read.first_line if read.first_line is not None else self._last_record + 1
+                firsts.append(first)
+                if read.input_id is not None:
+                    spans_in[read.input_id] = (first, read.line if read.line is not None else first)
+            elif isinstance(read.error, LateSpansError):
+                self.counts.late_spans += read.error.spans
+                self._error(str(read.error).split("\n")[0])
+                # its late spans are in the spool too: read again after a restart, they must not become a trace
+                # of their own (-1: the trace began before any record this knows of)
+                line = read.error.line if read.error.line is not None else self._last_record + 1
+                first, last = self._stored_spans_in.get(read.error.trace_id, (-1, line))
+                self._stored_spans_in[read.error.trace_id] = (first, max(last, line))
             elif read.error is not None:
                 self.counts.failed += 1
                 where = f"spool record {read.line}: " if read.line is not None else ""
@@ -220,7 +260,7 @@ class TraceBuilder:
             except RuntimeError as exc:  # the worker process died (BrokenProcessPool): this thread encodes from now on
                 self._error(f"the encoding process stopped ({exc}); encoding here")
                 self._pool = None
-        self._batches.append(_Batch(traces, encoding, min(firsts)))
+        self._batches.append(_Batch(traces, encoding, min(firsts), spans_in))
 
     def _commit_batches(self) -> None:
         """The committer thread: store the batches in build order, each once its encoding is done; the batches done
@@ -247,7 +287,9 @@ class TraceBuilder:
                 return
             with self._batch_ready:
                 for _ in range(taken):
-                    self._batches.popleft()
+                    for trace_id, (first, last) in self._batches.popleft().spans_in.items():
+                        known = self._stored_spans_in.get(trace_id, (first, last))
+                        self._stored_spans_in[trace_id] = (min(known[0], first), max(known[1], last))
                 self._batch_ready.notify_all()
             self._advance()
             with self._idle:
@@ -263,12 +305,16 @@ class TraceBuilder:
             return _encoded(batch.traces, self.base)
 
     def _advance(self) -> None:
-        """Move the spool's checkpoint to the first record a trace not yet stored needs."""
+        """Move the spool's checkpoint to the first record a trace not yet stored needs, naming the stored traces
+        that have spans from there on (read again after a restart, their spans are left out)."""
         with self._batch_ready:
             needed = [line for line in (self._oldest_gathering, *(b.first_record for b in self._batches)) if line is not None]
             checkpoint = min(needed) if needed else self._last_record + 1
+            # stored traces whose spans end before the checkpoint will never be read again
+            self._stored_spans_in = {t: (f, last) for t, (f, last) in self._stored_spans_in.items() if last >= checkpoint}
+            straddling = [t for t, (first, _) in self._stored_spans_in.items() if first < checkpoint]
         try:
-            self.spool.advance(checkpoint)
+            self.spool.advance(checkpoint, straddling)
         except OSError as exc:
             self._error(f"the spool checkpoint could not be written: {exc}")
 

@@ -35,6 +35,7 @@ import hmac
 import io
 import json
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ROW_LIMIT",
     "DEFAULT_TIMEOUT",
+    "MAX_RUNNING_CALLS",
     "MAX_ROW_LIMIT",
     "TOKEN_ENV",
     "TRACE_FORMATS",
@@ -70,6 +72,8 @@ MAX_ROW_LIMIT = 10_000
 """The most rows one call may ask for: an agent's context is the limit, not the store."""
 DEFAULT_TIMEOUT = 30.0
 """Seconds a query may run before the call fails."""
+MAX_RUNNING_CALLS = 4
+"""Calls that may run at once, those past their timeout included (their work runs on until the store ends it)."""
 DEFAULT_MAX_CHARS = 200_000
 """The longest trace text ``get_trace`` returns unless asked for more."""
 DEFAULT_MAX_RESULTS = 50
@@ -417,14 +421,31 @@ def build_server(tools: StoreTools) -> MCPServer:
     server: MCPServer = Server("dspy-rdf", instructions=_INSTRUCTIONS, version=installed, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
+    running = threading.BoundedSemaphore(MAX_RUNNING_CALLS)
+
     async def call(function: Callable[[], T], *, timeout: float | None = None) -> T:
         import anyio
+
+        # A call past its timeout gets its answer (an error) at once, but the store's work cannot be stopped: it runs
+        # on in its thread until the store ends it. So that such calls cannot pile up and hold every core, no more
+        # than MAX_RUNNING_CALLS run at once, finished or abandoned.
+        if not running.acquire(blocking=False):
+            raise ToolError(
+                f"{MAX_RUNNING_CALLS} calls are still running (one past its timeout runs on until the store has finished "
+                "it); try again in a moment, with a narrower query"
+            )
+
+        def run() -> T:
+            try:
+                return function()
+            finally:
+                running.release()
 
         try:
             with anyio.fail_after(timeout):
                 # the store's work runs in a thread (pyoxigraph lets go of the GIL while it evaluates), so that the
                 # server answers meanwhile and the timeout can end the call
-                return await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
+                return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except TimeoutError:
             raise ToolError(f"the query ran longer than the timeout of {tools.timeout:g} s, so there is no answer; narrow it or add a LIMIT") from None
         except (ValueError, DspyRdfError, OSError, ImportError) as exc:

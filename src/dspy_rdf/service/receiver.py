@@ -186,8 +186,12 @@ def _decode(encoding: Encoding, body: bytes) -> Any:
         export = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReceiverError(f"the body is not JSON: {exc}", status=400) from None
+    except RecursionError:
+        raise ReceiverError("the body is JSON nested too deeply to read", status=400) from None
     if not isinstance(export, dict):
         raise ReceiverError("the body is not an OTLP/JSON export (an object with resourceSpans)", status=400)
+    if not export:
+        export = {"resourceSpans": []}  # an export of nothing, as an empty protobuf request is
     return export
 
 

@@ -75,6 +75,11 @@ def check_binding(host: str, token: str | None) -> None:
         )
 
 
+def _shown_store(store: TraceStore) -> str:
+    """The store a spool belongs to, as a spool names it (a directory, or a server's URL without credentials)."""
+    return str(getattr(store, "location", None) or store)
+
+
 class _Counts:
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -95,7 +100,7 @@ class TraceServer:
         self.store = store
         self.options = options
         self.log = log
-        self.spool = Spool(options.spool)
+        self.spool = Spool(options.spool, owner=_shown_store(store))
         self.builder = TraceBuilder(store, self.spool, grace=options.grace, orphan=options.orphan, base=options.base, log=log)
         self.counts = _Counts()
         self._receive = threading.Lock()  # spool order is builder order
@@ -112,7 +117,15 @@ class TraceServer:
         return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
     def start(self) -> None:
-        """Read the spool from its checkpoint, start the builder, and listen (in a thread)."""
+        """Listen, read the spool from its checkpoint, start the builder, and answer requests (in a thread)."""
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        family = socket.AF_INET6 if ":" in self.options.host else socket.AF_INET
+        server_class = type("Server", (ThreadingHTTPServer,), {"daemon_threads": True, "allow_reuse_address": True, "address_family": family})
+        try:
+            self._http = server_class((self.options.host, self.options.port), handler)  # before any thread or process
+        except OSError as exc:
+            raise OSError(f"cannot listen on {self.options.host}:{self.options.port}: {exc.strerror or exc}") from None
+        self.builder.already_stored(set(self.spool.stored_traces))
         for record, payload in self.spool.replay():
             try:
                 spans = spans_of_record(payload)
@@ -122,10 +135,6 @@ class TraceServer:
             self.builder.submit(record, spans)
             self.replayed += 1
         self.builder.start()
-        handler = type("Handler", (_Handler,), {"server_state": self})
-        family = socket.AF_INET6 if ":" in self.options.host else socket.AF_INET
-        server_class = type("Server", (ThreadingHTTPServer,), {"daemon_threads": True, "allow_reuse_address": True, "address_family": family})
-        self._http = server_class((self.options.host, self.options.port), handler)
         self._thread = threading.Thread(target=self._http.serve_forever, name="dspy-rdf serve", daemon=True)
         self._thread.start()
 
@@ -137,7 +146,8 @@ class TraceServer:
     def stop(self) -> None:
         """Stop taking requests, put the traces that are ready, keep the rest in the spool."""
         if self._http is not None:
-            self._http.shutdown()
+            if self._thread is not None:  # shutdown() waits for a serve_forever() that must have begun
+                self._http.shutdown()
             self._http.server_close()
         self.builder.stop()
         self.spool.close()
@@ -155,7 +165,8 @@ class TraceServer:
             "spool": asdict(self.spool.stats()),
             "traces": {
                 "written": counts.written, "already_stored": counts.already_stored, "failed": counts.failed,
-                "gathering": counts.gathering, "store_errors": counts.store_errors,
+                "gathering": counts.gathering, "store_errors": counts.store_errors, "late_spans": counts.late_spans,
+                "repeated_spans": counts.repeated_spans,
             },  # fmt: skip
             "recent_errors": list(counts.recent_errors),
         }
@@ -194,8 +205,8 @@ class TraceServer:
                 body, media = json.dumps(self.store.select(sparql), ensure_ascii=False).encode("utf-8"), SPARQL_JSON
             else:
                 body, media = self.store.construct(sparql), N_TRIPLES
-        except ValueError as exc:
-            return 400, "text/plain; charset=utf-8", f"{exc}\n".encode()
+        except ValueError as exc:  # the command line's hint (--allow-federation) is not this server's
+            return 400, "text/plain; charset=utf-8", f"{str(exc).split('; allow it with')[0]}\n".encode()
         except OSError as exc:
             return 500, "text/plain; charset=utf-8", f"{exc}\n".encode()
         with self.counts.lock:
@@ -223,6 +234,7 @@ _READ_ONLY = (
 class _Handler(BaseHTTPRequestHandler):
     server_state: TraceServer
     protocol_version = "HTTP/1.1"
+    timeout = 120  # seconds a connection may sit idle or send slowly (a client that stalls holds a thread)
     server_version = "dspy-rdf"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
@@ -231,7 +243,11 @@ class _Handler(BaseHTTPRequestHandler):
     # --- plumbing ---------------------------------------------------------------------------------------------
 
     def _send(self, status: int, media: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+        if self.command in ("POST", "PUT", "DELETE") and not getattr(self, "_body_read", False):
+            self.close_connection = True  # its body was not read: the connection cannot carry another request
         self.send_response(status)
+        if self.close_connection:
+            self.send_header("Connection", "close")  # so that the client opens a new one for its next request
         self.send_header("Content-Type", media)
         self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
@@ -270,6 +286,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return None
                 if length == 0:
                     self.rfile.readline(1024)
+                    self._body_read = True
                     return b"".join(chunks)
                 size += length
                 if size > limit:
@@ -290,9 +307,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._text(413, f"the body is larger than {limit} bytes")
             return None
-        return self.rfile.read(length)
+        body = self.rfile.read(length)
+        self._body_read = True
+        return body
 
     # --- routes -----------------------------------------------------------------------------------------------
+
+    def handle_one_request(self) -> None:
+        """One request; anything unforeseen is a one-line 500 and a log line, never a traceback or a dropped
+        connection."""
+        self._body_read = False
+        try:
+            super().handle_one_request()
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+        except Exception as exc:  # noqa: BLE001 - the server keeps serving
+            self.server_state.log(f"{self.command} {urlsplit(self.path).path if hasattr(self, 'path') else ''}: {type(exc).__name__}: {exc}")
+            self.close_connection = True
+            try:
+                self._text(500, f"the server failed on this request: {type(exc).__name__}")
+            except OSError:
+                pass
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if not self._authorized():
@@ -317,7 +352,10 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._text(404, f"no such endpoint {url.path}")
 
-    do_HEAD = do_GET
+    def do_HEAD(self) -> None:  # noqa: N802
+        if self._authorized():
+            path = urlsplit(self.path).path
+            self._send(200 if path in ("/", "/status", "/query", "/sparql", "/store") else 404, "text/plain; charset=utf-8", b"")
 
     def do_POST(self) -> None:  # noqa: N802
         if not self._authorized():

@@ -8,7 +8,8 @@ returns never acknowledges spans a crash can lose. A crash in the middle of an a
 which was never acknowledged: opening the spool cuts it off.
 
 ``checkpoint.json`` holds the number of the first record that may still be needed: every trace with a span in an
-earlier record is in the store. It is written atomically (a temporary file renamed over it, then the directory
+earlier record is in the store; and the ids of the stored traces that also have spans from that record on (read
+again, they would make a part of the trace, which must not be stored as a trace of its own). It is written atomically (a temporary file renamed over it, then the directory
 synced) and only ever moves forward; segments wholly before it are deleted. At start, the records from the checkpoint
 on are read again: a trace read from them that the store already holds is left as it is (a trace's IRI is a
 function of its execution), so reading a record twice never writes anything twice.
@@ -70,15 +71,18 @@ def _fsync_directory(path: Path) -> None:
 class Spool:
     """An append-only, fsynced log of exports with a checkpoint (see the module docstring). Thread-safe."""
 
-    def __init__(self, directory: Path | str, *, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(self, directory: Path | str, *, segment_bytes: int = SEGMENT_BYTES, owner: str | None = None) -> None:
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # it holds spans before redaction
         except OSError as exc:
             raise SpoolError(f"cannot create the spool directory {self.directory}: {exc.strerror or exc}", path=self.directory) from None
+        self._lock_handle = self._take_lock()
+        if owner is not None:
+            self._check_owner(owner)
         self._lock = threading.Lock()
-        self.checkpoint = self._read_checkpoint()
+        self.checkpoint, self.stored_traces = self._read_checkpoint()
         self.torn_bytes = 0  # bytes of a torn last record cut off at opening
         self._segments = self._scan()  # first record number -> path, in order
         last_first = max(self._segments) if self._segments else self.checkpoint
@@ -88,19 +92,47 @@ class Spool:
         self._handle: Any = None
         self._current_first = last_first if self._segments else None
 
+    def _take_lock(self) -> Any:
+        """Hold the spool for this process: two receivers appending to one spool would number their records alike."""
+        import fcntl
+
+        handle = (self.directory / "lock").open("a+b")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise SpoolError(f"the spool {self.directory} is in use by another process (another dspy-rdf serve?)", path=self.directory) from None
+        return handle
+
+    def _check_owner(self, owner: str) -> None:
+        """A spool belongs to one store: refuse to read another store's spans into this one."""
+        path = self.directory / "store.txt"
+        if path.exists():
+            found = path.read_text(encoding="utf-8").strip()
+            if found != owner:
+                raise SpoolError(
+                    f"the spool {self.directory} holds spans for the store {found}, not {owner}: give each store a spool of its own (--spool)",
+                    path=self.directory,
+                )
+        else:
+            path.write_text(owner + "\n", encoding="utf-8")
+
     # --- reading ----------------------------------------------------------------------------------------------
 
-    def _read_checkpoint(self) -> int:
+    def _read_checkpoint(self) -> tuple[int, list[str]]:
         path = self.directory / "checkpoint.json"
         if not path.exists():
-            return 0
+            return 0, []
         try:
-            value = json.loads(path.read_text(encoding="utf-8"))["next_needed"]
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            value, stored = doc["next_needed"], doc.get("stored_traces", [])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SpoolError(f"{path}: not a spool checkpoint ({exc}); move the spool aside to start afresh", path=path) from None
         if not isinstance(value, int) or value < 0:
             raise SpoolError(f"{path}: next_needed must be a record number, got {value!r}", path=path)
-        return value
+        if not isinstance(stored, list) or not all(isinstance(x, str) for x in stored):
+            raise SpoolError(f"{path}: stored_traces must be a list of trace ids", path=path)
+        return value, stored
 
     def _scan(self) -> dict[int, Path]:
         found = {}
@@ -199,21 +231,23 @@ class Spool:
                 raise SpoolError(f"cannot open the spool segment {path}: {exc.strerror or exc}", path=path) from None
         return self._handle
 
-    def advance(self, next_needed: int) -> None:
-        """Move the checkpoint to ``next_needed`` (every record before it is no longer needed) and delete the
-        segments wholly before it; a checkpoint never moves back."""
+    def advance(self, next_needed: int, stored_traces: list[str] | None = None) -> None:
+        """Move the checkpoint to ``next_needed`` (every record before it is no longer needed; ``stored_traces``: the
+        stored traces with spans in it or after) and delete the segments wholly before it; a checkpoint never moves
+        back."""
+        stored = sorted(stored_traces or [])
         with self._lock:
-            if next_needed <= self.checkpoint:
+            if next_needed < self.checkpoint or (next_needed == self.checkpoint and stored == self.stored_traces):
                 return
             path = self.directory / "checkpoint.json"
             temporary = path.with_suffix(".tmp")
             with temporary.open("w", encoding="utf-8") as handle:
-                json.dump({"next_needed": next_needed}, handle)
+                json.dump({"next_needed": next_needed, "stored_traces": stored}, handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, path)
             _fsync_directory(self.directory)
-            self.checkpoint = next_needed
+            self.checkpoint, self.stored_traces = next_needed, stored
             firsts = sorted(self._segments)
             for first, following in zip(firsts, firsts[1:]):
                 if following <= next_needed and first != self._current_first:
@@ -226,8 +260,11 @@ class Spool:
             return SpoolStats(self.appended, self.next_record, self.checkpoint, size)
 
     def close(self) -> None:
-        """Close the segment being written."""
+        """Close the segment being written, and let another process have the spool."""
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
+            if self._lock_handle is not None:
+                self._lock_handle.close()
+                self._lock_handle = None

@@ -47,12 +47,14 @@ class ReadOptions:
 @dataclass(frozen=True, slots=True)
 class Read:
     """One trace read from an input, or the error that stopped it; ``line`` is the JSON Lines line it was completed
-    on (None for a ``.json`` file), ``first_line`` the line it began on where it spans several (OTLP spans)."""
+    on (None for a ``.json`` file), ``first_line`` the line it began on where it spans several (OTLP spans), and
+    ``input_id`` the id the input gave it where it has one (an OpenTelemetry trace id)."""
 
     trace: m.Trace | None = None
     error: TraceInputError | None = None
     line: int | None = None
     first_line: int | None = None
+    input_id: str | None = None
 
 
 class Assembly(ABC):

@@ -36,7 +36,7 @@ from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
-__all__ = ["SOURCE", "OtlpAssembly", "decode_any_value", "is_otlp", "spans_from_otlp", "spans_from_proto"]
+__all__ = ["SOURCE", "LateSpansError", "OtlpAssembly", "decode_any_value", "is_otlp", "spans_from_otlp", "spans_from_proto"]
 
 _STATUS = {
     "STATUS_CODE_UNSET": SpanStatus.UNSET,
@@ -153,6 +153,7 @@ class _Pending:
     error: TraceInputError | None = None
     line: int | None = None
     first_line: int | None = None  # the line (or spool record) that brought its first span
+    span_ids: set[str] = field(default_factory=set)
     complete: bool = False
     last_seen: int = 0  # the number of the export (value) that last brought a span of it
     last_time: float = 0.0  # time.monotonic() when a span of it last came
@@ -299,6 +300,25 @@ GRACE_LINES = 4
 READ_IDS_KEPT = 100_000
 """Ids of read traces remembered to name their late spans; older ones are forgotten, keeping memory bounded."""
 
+LIVE_SPAN_IDS_KEPT = 10_000
+"""Traces whose span ids a live receiver remembers after reading them, to take an exporter's retry as one."""
+
+
+class LateSpansError(TraceInputError):
+    """Spans of a trace that came after the trace was read; they are left out."""
+
+    def __init__(self, message: str, *, trace_id: str, spans: int, source: str = "<input>", line: int | None = None) -> None:
+        super().__init__(message, source=source, line=line)
+        self.trace_id = trace_id
+        self.spans = spans
+
+    def located(self, *, source: str | None = None, line: int | None = None) -> TraceInputError:
+        """The same error, of the same class, with the file and line filled in."""
+        return LateSpansError(
+            self.reason, trace_id=self.trace_id, spans=self.spans,
+            source=source if source is not None else self.source, line=line if line is not None else self.line,
+        )  # fmt: skip
+
 
 class OtlpAssembly(Assembly):
     """The traces of one input; a trace is read once its root span has come and :data:`GRACE_LINES` more exports
@@ -312,10 +332,12 @@ class OtlpAssembly(Assembly):
         self.pending: dict[str, _Pending] = {}
         self.values = 0
         # A live receiver (``live``) reads a trace by time only (:meth:`idle`): exports from many processes interleave,
-        # so counting them says nothing of one trace. And where a file names the spans of a trace that come after it
-        # was read, and leaves them out, a receiver forgets what it read: a trace sent again (an exporter's retry)
-        # is gathered anew, and the store keeps the first copy of a trace it holds.
+        # so counting them says nothing of one trace. Spans an exporter sends again (a retry after a lost answer)
+        # are taken once; a span that comes after its trace was read is named and left out, as in a file.
         self.live = live
+        self.read_spans: dict[str, frozenset[str]] = {}
+        self.stored_ids: set[str] = set()
+        self.repeated_spans = 0  # spans taken once already, or of a trace the store holds
         # traces read lately: spans of theirs that come later are named and left out (bounded: a long file's ids)
         self.read_ids: dict[str, None] = {}
         self.late: dict[str, int] = {}
@@ -331,8 +353,14 @@ class OtlpAssembly(Assembly):
         now = time.monotonic()
         try:
             for trace_id, span, resource, scope in spans:
+                if trace_id in self.stored_ids:  # read again after a restart: the store holds the trace
+                    self.repeated_spans += 1
+                    continue
                 if trace_id in self.read_ids:
-                    self.late[trace_id] = self.late.get(trace_id, 0) + 1
+                    if self.live and isinstance(span, Span) and span.span_id in self.read_spans.get(trace_id, ()):
+                        self.repeated_spans += 1  # an exporter sent it again (a retry): already read
+                    else:
+                        self.late[trace_id] = self.late.get(trace_id, 0) + 1
                     continue
                 pending = self.pending.get(trace_id)
                 if pending is None:
@@ -345,15 +373,24 @@ class OtlpAssembly(Assembly):
                 if isinstance(span, TraceInputError):
                     pending.error = pending.error or span
                     continue
+                if self.live:
+                    if span.span_id in pending.span_ids:  # an exporter's retry of a span this trace has
+                        self.repeated_spans += 1
+                        continue
+                    pending.span_ids.add(span.span_id)
                 pending.spans.append(span)
                 if span.parent_id is None:
                     pending.complete = True
         except TraceInputError as exc:
             yield Read(error=exc.located(line=line), line=line)
         for trace_id, count in self.late.items():
-            message = (f"{count} span(s) of trace {trace_id} came more than {GRACE_LINES} exports after its root span, once "
-                       "it had been read; they were left out (export a trace's spans closer together)")
-            yield Read(error=TraceInputError(message).located(line=line), line=line)
+            if self.live:
+                message = (f"{count} span(s) of trace {trace_id} came after the trace was built from the spans before them "
+                           "(no span of it had come for the grace period); they were left out (give a longer --grace)")
+            else:
+                message = (f"{count} span(s) of trace {trace_id} came more than {GRACE_LINES} exports after its root span, "
+                           "once it had been read; they were left out (export a trace's spans closer together)")
+            yield Read(error=LateSpansError(message, trace_id=trace_id, spans=count).located(line=line), line=line)
         self.late.clear()
         if self.live:
             return
@@ -362,17 +399,21 @@ class OtlpAssembly(Assembly):
             yield self._read(trace_id)
 
     def _read(self, trace_id: str) -> Read:
-        if not self.live:
-            self.read_ids[trace_id] = None
+        self.read_ids[trace_id] = None
         if len(self.read_ids) > READ_IDS_KEPT:
             del self.read_ids[next(iter(self.read_ids))]
         pending = self.pending.pop(trace_id)
+        if self.live:  # the span ids of the traces read lately, to tell a retry from a late span
+            self.read_spans[trace_id] = frozenset(pending.span_ids)
+            if len(self.read_spans) > LIVE_SPAN_IDS_KEPT:
+                del self.read_spans[next(iter(self.read_spans))]
+        line, first = pending.line, pending.first_line
         if pending.error is not None:
-            return Read(error=pending.error.located(line=pending.line), line=pending.line, first_line=pending.first_line)
+            return Read(error=pending.error.located(line=line), line=line, first_line=first, input_id=trace_id)
         try:
-            return Read(trace=_run(trace_id, pending), line=pending.line, first_line=pending.first_line)
+            return Read(trace=_run(trace_id, pending), line=line, first_line=first, input_id=trace_id)
         except TraceInputError as exc:
-            return Read(error=exc.located(line=pending.line), line=pending.line, first_line=pending.first_line)
+            return Read(error=exc.located(line=line), line=line, first_line=first, input_id=trace_id)
 
     def finish(self) -> Iterator[Read]:
         for trace_id in list(self.pending):
@@ -386,6 +427,12 @@ class OtlpAssembly(Assembly):
         waited = [t for t, p in self.pending.items() if now - p.last_time >= (grace if p.complete else orphan)]
         for trace_id in waited:
             yield self._read(trace_id)
+
+    def already_stored(self, trace_ids: Iterable[str]) -> None:
+        """Leave out, without a word, the spans of these traces: a receiver that reads its spool again after a restart
+        learns from the store which traces it has already stored (some of their spans may come after the point it
+        reads again from)."""
+        self.stored_ids.update(trace_ids)
 
     def oldest_line(self) -> int | None:
         """The first line (spool record) of the traces still waiting, or None when none waits."""
