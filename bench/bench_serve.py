@@ -1,6 +1,6 @@
 """Throughput of ``dspy-rdf serve`` taking OTLP spans over HTTP, against ``dspy-rdf export`` of the same spans from a file.
 
-    python bench/bench_serve.py [--copies 400] [--rounds 3]
+    python bench/bench_serve.py [--copies 400] [--rounds 3] [--workers N]
 
 Workload: ``bench_imports.py``'s OTLP input (OpenInference's spans of three real programs, copied ``--copies`` times
 with fresh ids: 6 LM calls and 3 traces per copy), grouped into export requests of about 512 spans, as the
@@ -84,10 +84,10 @@ def run_export(path: Path, store: Path) -> tuple[float, float]:
     return float(seconds), float(rss)
 
 
-def run_serve(bodies: list[bytes], content_type: str, store: Path, traces: int) -> tuple[float, float]:
+def run_serve(bodies: list[bytes], content_type: str, store: Path, traces: int, workers: int | None = None) -> tuple[float, float]:
     port = free_port()
     process = subprocess.Popen(
-        [*DSPY_RDF, "serve", "--store", str(store), "--port", str(port), "--grace", "0.2"],
+        [*DSPY_RDF, "serve", "--store", str(store), "--port", str(port), "--grace", "0.2", *(["--workers", str(workers)] if workers is not None else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -137,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--copies", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, help="serve's --workers (default: serve's own)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -155,9 +156,9 @@ def main() -> None:
                 if name == "export":
                     results[name].append(run_export(path, store))
                 elif name == "serve json":
-                    results[name].append(run_serve(json_bodies, "application/json", store, traces))
+                    results[name].append(run_serve(json_bodies, "application/json", store, traces, args.workers))
                 else:
-                    results[name].append(run_serve(proto_bodies, "application/x-protobuf", store, traces))
+                    results[name].append(run_serve(proto_bodies, "application/x-protobuf", store, traces, args.workers))
         baseline = statistics.median(s for s, _ in results["export"])
         print("| path | seconds (median) | range | LM calls/s | time x export | peak RSS MB |")
         print("|---|---:|---:|---:|---:|---:|")

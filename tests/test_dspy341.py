@@ -1,6 +1,6 @@
-"""The capture and source tests again, on DSPy 3.4.1: in an environment of their own (``.venv-dspy341`` at the root
-of the repository, built here on first use with ``pip install -e '.[test-tools]' dspy==3.4.1`` and rebuilt when
-``pyproject.toml`` changes), so that a change that breaks either DSPy fails the suite."""
+"""The capture, source, session, serve and MCP tests again, on DSPy 3.4.1: in an environment of their own
+(``.venv-dspy341`` at the root of the repository, built here on first use with ``pip install -e '.[test-tools]'
+dspy==3.4.1`` and rebuilt when ``pyproject.toml`` changes), so that a change that breaks either DSPy fails the suite."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ FILES = [
     "tests/test_redact.py",
     "tests/test_paths.py",
     "tests/test_optimizer_lineage.py",
+    "tests/test_sessions.py",
+    "tests/test_serve.py",
+    "tests/test_mcp.py",
 ]
 
 

@@ -548,3 +548,50 @@ def test_a_port_in_use_is_one_line_naming_it(tmp_path, capsys):
         assert main(["serve", "--store", str(tmp_path / "other"), "--port", port]) == 2
     out, err = capsys.readouterr()
     assert err.strip().splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"] and "stopped" not in out
+
+
+# --- the worker processes --------------------------------------------------------------------------------------
+
+
+def _with_a_parent_cycle(value: dict) -> tuple[dict, str]:
+    """The export with two child spans of its first trace made each other's parent (a trace that cannot be built);
+    and that trace's id."""
+    value = json.loads(json.dumps(value))
+    spans = [s for rs in value["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    first = spans[0]["traceId"]
+    a, b = [s for s in spans if s["traceId"] == first and s.get("parentSpanId")][:2]
+    a["parentSpanId"], b["parentSpanId"] = b["spanId"], a["spanId"]
+    return value, first
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_trace_that_cannot_be_built_is_named_by_its_spool_record_and_the_others_are_stored(workers, tmp_path):
+    whole = json.loads((CROSS / "openinference.json").read_text())
+    broken, trace_id = _with_a_parent_cycle(whole)
+    with served(tmp_path, workers=workers) as server:
+        assert post(server.url, json.dumps(broken).encode()).status_code == 200
+        assert server.flush(30), server.status()
+        status = server.status()
+        assert status["traces"]["failed"] == 1 and status["traces"]["written"] == 2, status
+        assert any(e.startswith("spool record 0: ") and "its own ancestor" in e for e in status["recent_errors"]), status
+        stored = open_store(server.url).trace_iris()
+    with EmbeddedStore(exported(CROSS / "openinference.json", tmp_path / "file")) as file:
+        whole_iris = set(file.trace_iris())
+    assert len(stored) == 2 and set(stored) < whole_iris  # the two others, as export stores them
+
+
+def test_a_worker_process_killed_midstream_loses_nothing(tmp_path):
+    import multiprocessing
+
+    body = (CROSS / "openinference.json").read_bytes()
+    with served(tmp_path, workers=2) as server:
+        workers = multiprocessing.active_children()
+        assert len(workers) == 2
+        os.kill(workers[0].pid, signal.SIGKILL)
+        workers[0].join(10)
+        assert post(server.url, body).status_code == 200
+        status = settled(server, 3)
+        assert status["traces"]["written"] == 3 and status["traces"]["failed"] == 0, status
+        assert any("worker process" in e for e in status["recent_errors"]), status
+        with open_store(server.url) as remote, EmbeddedStore(exported(CROSS / "openinference.json", tmp_path / "file")) as file:
+            assert rows(remote) == rows(file)

@@ -84,7 +84,7 @@ LAYERS = [
     ("canonical",),
     ("sources", "rdf", "plugins"),
     ("inputs", "store"),
-    ("validation", "analytics"),
+    ("validation", "analytics", "journal"),
     ("interop", "capture"),
     ("service",),
     ("cli", "generate"),

@@ -7,6 +7,8 @@ with ``source_format``. Most values hold one trace; an MLflow search page or lis
 and an OTLP trace may be spread over several lines (:class:`dspy_rdf.sources.tracejson.TraceStream` puts it together). JSON
 Lines are streamed line by line, so a file of any size is never read into memory at once (an OTLP trace is kept
 only until its root span has been read); ``progress`` is called with the number of bytes consumed after each line.
+A JSON Lines file can be read again from where an interrupted load stood (``start``, a :class:`ResumePoint` an item
+gave: the end of a line after which no trace is left half read).
 Errors name the file, the line and the field; a trace that cannot be read is skipped and the others are read.
 RDF with named graphs (N-Quads, TriG, JSON-LD) is streamed too, one named graph at a time, in any order of its quads
 (:mod:`dspy_rdf.rdf.quadfiles`); Turtle and N-Triples are read whole.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,19 +28,32 @@ from dspy_rdf.canonical.model import SourceFormat, Trace
 from dspy_rdf.rdf import RDF_SUFFIXES
 from dspy_rdf.sources.tracejson import TraceStream
 
-__all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "is_json_ld", "read_traces"]
+__all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "ResumePoint", "is_json_ld", "read_traces"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
 @dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """Where a JSON Lines file can be read again from, with nothing before it left half read: the byte ``offset``
+    after ``line``, and the number of items (traces and errors) before it, which numbers the traces after it as a
+    whole read does (``source_index``)."""
+
+    offset: int
+    line: int
+    items: int
+
+
+@dataclass(frozen=True, slots=True)
 class InputItem:
-    """One trace read from a file, or the error that stopped it from being read."""
+    """One trace read from a file, or the error that stopped it from being read; ``resume`` is set on the last item
+    of a JSON Lines line after which no trace is half read (an OTLP trace whose spans are still coming)."""
 
     source: str
     line: int | None
     trace: Trace | None
     error: TraceInputError | None
+    resume: ResumePoint | None = None
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -104,9 +119,11 @@ def read_traces(
     progress: Callable[[int], None] | None = None,
     model: str | None = None,
     timestamp: str | None = None,
+    start: ResumePoint | None = None,
 ) -> Iterator[InputItem]:
     """Yield the traces of a ``.json``, ``.jsonl`` or RDF file, one :class:`InputItem` per trace (or per trace, line,
-    value or graph that could not be read).
+    value or graph that could not be read); a JSON Lines file from ``start`` on when given (the bytes before it count
+    as read for ``progress``).
 
     ``source_format``, ``model`` and ``timestamp`` are passed to :func:`dspy_rdf.sources.tracejson.trace_from_json` (JSON
     inputs only: an RDF file's traces are read as they were written). Each JSON trace's ``source_index`` is its
@@ -120,8 +137,10 @@ def read_traces(
             raise ValueError(f"{path}: --from ({source_format}) applies to JSON inputs; an RDF file's traces are read as written")
         yield from _rdf_items(path, rdf, progress)
         return
+    if start is not None and path.suffix.lower() not in JSONL_SUFFIXES:
+        raise ValueError(f"{path}: only a JSON Lines file is read from a resume point")
     stream = TraceStream(source_format=source_format, model=model, timestamp=timestamp)
-    index = 0
+    index = 0 if start is None else start.items
 
     def items(reads) -> Iterator[InputItem]:
         nonlocal index
@@ -135,7 +154,14 @@ def read_traces(
 
     if path.suffix.lower() in JSONL_SUFFIXES:
         with path.open("rb") as handle:
-            for number, raw in enumerate(handle, start=1):
+            offset, first = 0, 1
+            if start is not None:
+                handle.seek(start.offset)
+                offset, first = start.offset, start.line + 1
+                if progress is not None:
+                    progress(start.offset)
+            for number, raw in enumerate(handle, start=first):
+                offset += len(raw)
                 if progress is not None:
                     progress(len(raw))
                 if not raw.strip():
@@ -143,10 +169,13 @@ def read_traces(
                 try:
                     value = _decode(raw, source, number)
                 except TraceInputError as exc:
-                    yield InputItem(source, number, None, exc.located(source=source, line=number))
+                    found = [InputItem(source, number, None, exc.located(source=source, line=number))]
                     index += 1
-                    continue
-                yield from items(stream.add(value, number))
+                else:
+                    found = list(items(stream.add(value, number)))
+                if found and not stream.waiting:  # the line's last item: nothing before it is left half read
+                    found[-1] = replace(found[-1], resume=ResumePoint(offset, number, index))
+                yield from found
         yield from items(stream.finish())
         return
     try:

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from dspy_rdf.journal import LoadJournal
+
 from dspy_rdf.cli.console import MESSAGES, RedactedStream, output_name, print_error, progress_bar, reading_progress, say, summary_stream
 from dspy_rdf.outputs import open_output, output_target
 
@@ -54,11 +56,21 @@ class _Inputs:
         self.where: tuple[str, int | None] = ("<input>", None)
         """The file and line of the trace last handed out (what a trace that cannot be written is named by)."""
 
-    def traces(self, progress: Callable[[int], None] | None = None) -> Iterator:
+    def traces(self, progress: Callable[[int], None] | None = None, journal: LoadJournal | None = None, *, resume: bool = True) -> Iterator:
+        """The traces of the files, each file from where ``journal`` says a stopped load stood (if ``resume``), and
+        noted in it as they are handed on."""
         from dspy_rdf.inputs import read_traces
 
         for path in self.files:
-            for item in read_traces(path, progress=progress, **self.options):
+            start = journal.start_of(path) if journal is not None and resume else None
+            if start is not None and start.note is not None:
+                print(start.note, file=sys.stderr)
+            if start is not None and start.skip:
+                if progress is not None:
+                    progress(path.stat().st_size)
+                continue
+            items = read_traces(path, progress=progress, start=start.point if start is not None else None, **self.options)
+            for item in journal.items(path, items) if journal is not None else items:
                 if item.error is None:
                     self.read += 1
                     self.where = (item.source, item.line)
@@ -144,11 +156,22 @@ def run_export(args: argparse.Namespace) -> int:
 def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int:
     from dspy_rdf.store import EmbeddedStore, StoreError, open_store
 
+    from dspy_rdf.journal import LoadJournal, journal_path
+
     store = open_store(args.store)
     location = store.location
+    journal = LoadJournal(
+        journal_path(location), stored=lambda iris: set(iris) - set(store.missing_traces(iris)),
+        warn=lambda message: print(f"warning: {message}", file=sys.stderr),
+    )  # fmt: skip
     try:
-        with reading_progress(args.files) as progress:
-            report = store.put(inputs.traces(progress), base=args.base, bulk=args.bulk, redactor=redactor, origin=lambda: inputs.where)
+        try:
+            with reading_progress(args.files) as progress:
+                traces = inputs.traces(progress, journal, resume=not args.from_start)
+                report = store.put(traces, base=args.base, bulk=args.bulk, redactor=redactor, origin=lambda: inputs.where, settled=journal.settled)
+        finally:
+            journal.write()  # where the load stands, also when it stops here
+        journal.forget(args.files)  # completed: a later load of these files reads them whole again
         if isinstance(store, EmbeddedStore) and (args.bulk or report.triples >= _OPTIMIZE_AFTER_TRIPLES):
             print(f"optimizing the store for queries after loading {report.triples} triples…", file=sys.stderr)
             store.optimize()
@@ -637,6 +660,8 @@ def run_serve(args: argparse.Namespace) -> int:
     check_binding(args.host, token)  # before the store is opened
     if args.grace < 0 or args.orphan_timeout < 0:
         raise ValueError("--grace and --orphan-timeout are seconds, 0 or more")
+    if args.workers is not None and args.workers < 0:
+        raise ValueError("--workers is a number of processes, 0 or more")
     target = args.store or default_store_target()
     remote = "://" in str(target)
     if args.spool is not None:
@@ -646,7 +671,8 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         spool = Path(f"{Path(target).resolve()}.spool")
     options = ServeOptions(
-        spool=spool, host=args.host, port=args.port, token=token, grace=args.grace, orphan=args.orphan_timeout, base=args.base
+        spool=spool, host=args.host, port=args.port, token=token, grace=args.grace, orphan=args.orphan_timeout, base=args.base,
+        workers=args.workers,
     )
     with open_store(target) as store:
         server = TraceServer(store, options, log=lambda message: print(message, file=sys.stderr, flush=True))

@@ -145,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with an embedded --store: the bulk loader for every batch, even small ones, and compaction afterwards "
         "(large batches use it anyway; every batch is still written all or nothing; see README)",
     )
+    export.add_argument(
+        "--from-start", action="store_true",
+        help="with --store: read every input from its start, even one an earlier load into this store stopped in (by "
+        "default such a load resumes where it stood; see README)",
+    )  # fmt: skip
     _redaction_options(export, "keep secrets (API keys, bearer tokens, api_key-like fields) instead of redacting them")
     export.set_defaults(run=run_export)
 
@@ -293,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--orphan-timeout", type=float, default=600.0, metavar="SECONDS",
         help="how long spans whose root span never comes wait before they are stored as they are (default 600)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--workers", type=int, metavar="N",
+        help="processes that build, redact and encode traces beside the server's own (default: one per core, at most 4; 0: none)",
     )  # fmt: skip
     serve.add_argument("--base", default=DEFAULT_BASE, help="prefix of trace IRIs")
     serve.set_defaults(run=run_serve)

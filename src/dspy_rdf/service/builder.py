@@ -5,9 +5,12 @@ One thread takes the exports in spool order, their spans as the receiver read th
 stopped coming for ``grace`` seconds (exports of many processes interleave, so, unlike in a file, how many came since
 says nothing); a trace whose root never comes is built as it is after ``orphan`` seconds, as the end of a file would.
 
-Redacting and encoding the traces built (the larger half of the work) happens in a worker process, so that a second
-core does it while this process reads requests, gathers spans and commits: the receiver takes spans faster than
-``export`` reads them from a file (``bench/bench_serve.py``). Traces are committed in the order they were built.
+Making the traces of the spans gathered, redacting and encoding them (nearly all the work) happens in worker
+processes, which get the spans (they pickle small) and give back N-Quads, so that the other cores do it while this
+process reads requests, gathers spans and commits (``bench/bench_serve.py`` measures it against ``export`` of the same
+spans from a file; the store's commits, here as there, are what limits). Batches are small, so that every worker has
+some and the last commit is short; a commit takes the batches built by then, so that commits grow when the store is
+slower than the workers. Traces are committed in the order they were gathered.
 After each commit, the spool's checkpoint moves to the first record of the traces not yet in the store (gathering, or
 built and not committed), so a restart reads again exactly what is not stored. A store that fails (a server down, a
 full disk) is retried with the same traces; the spool holds everything meanwhile.
@@ -16,6 +19,7 @@ full disk) is retried with the same traces; the spool holds everything meanwhile
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import threading
 from collections import deque
@@ -23,25 +27,26 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
 from dspy_rdf.canonical.identity import DEFAULT_BASE
 from dspy_rdf.service.receiver import ReadSpan
 from dspy_rdf.service.spool import Spool
 from dspy_rdf.sources.base import Read
-from dspy_rdf.sources.otlp import LateSpansError, OtlpAssembly
+from dspy_rdf.sources.otlp import GatheredTrace, LateSpansError, OtlpAssembly
 from dspy_rdf.store.base import EncodedTrace, TraceStore, encode_traces
 
 __all__ = ["BuilderCounts", "TraceBuilder"]
 
 _TICK = 0.2  # seconds between looks for traces whose spans stopped coming
 _RETRY = 1.0  # seconds before a put the store failed is tried again
-_IN_FLIGHT = 4  # batches of built traces being encoded at once, at most
-_RECORDS_PER_BATCH = 256
+_IN_FLIGHT = 16  # batches of gathered traces being built or waiting for the store, at most
+_RECORDS_PER_BATCH = 256  # spooled exports taken in at once
+_TRACES_PER_BATCH = 64  # traces built by a worker at once: small enough that every worker has some, and the last
+# commit is short; the committer puts together the batches built by the time it commits
 
 
 def _worker_start() -> None:
-    """In the encoding process: leave Ctrl-C and SIGTERM to the server (which stops the pool), and end with it if it
+    """In a worker process: leave Ctrl-C and SIGTERM to the server (which stops the pool), and end with it if it
     is killed (Linux: the parent's death signal), so that no worker outlives the server holding its files."""
     import signal
 
@@ -56,19 +61,36 @@ def _worker_start() -> None:
         pass
 
 
-def _encoded(traces: list[m.Trace], base: str) -> list[EncodedTrace | tuple[str, str]]:
-    """What :func:`encode_traces` makes of ``traces`` (run in the worker process)."""
-    return list(encode_traces(traces, base=base))
+Built = EncodedTrace | str | None
+"""A gathered trace as a worker gives it back: encoded, why it cannot be stored, or None for a repeat of one before it."""
+
+
+def _built(gathered: list[GatheredTrace], base: str) -> list[Built]:
+    """Make, redact and encode the traces of gathered spans (in a worker process), each as :data:`Built`."""
+    out: list[Built] = []
+    seen: set[str] = set()
+    for item in gathered:
+        read = item.read()
+        where = f"spool record {read.line}: " if read.line is not None else ""
+        if read.trace is None:
+            out.append(where + str(read.error).split("\n")[0])
+            continue
+        for encoded in encode_traces([read.trace], base=base):
+            if isinstance(encoded, EncodedTrace):
+                out.append(None if encoded.iri in seen else encoded)
+                seen.add(encoded.iri)
+            else:
+                out.append(f"{where}a trace was not stored: {encoded[1]}")
+    return out
 
 
 @dataclass
 class _Batch:
-    """Traces built together, on their way to the store: the worker's answer, and the first spool record they need."""
+    """Traces gathered together, on their way to the store: the worker's answer, and the first spool record they need."""
 
-    traces: list[m.Trace]
-    encoding: Future[list[EncodedTrace | tuple[str, str]]] | None
+    gathered: list[GatheredTrace]
+    building: Future[list[Built]] | None
     first_record: int
-    spans_in: dict[str, tuple[int, int]]  # input trace id -> the first and last spool records of its spans
 
 
 @dataclass
@@ -87,8 +109,9 @@ class BuilderCounts:
 
 
 class TraceBuilder:
-    """The thread that turns spooled exports into stored program runs (see the module docstring). ``encoders`` is
-    the number of worker processes that redact and encode (0: this thread does it)."""
+    """The thread that turns spooled exports into stored program runs (see the module docstring). ``workers`` is
+    the number of worker processes that build, redact and encode traces (0: the committer thread does it); by default
+    one per core, at most four (past that the store's commits, in this process, are what limits)."""
 
     def __init__(
         self,
@@ -98,7 +121,7 @@ class TraceBuilder:
         grace: float = 2.0,
         orphan: float = 600.0,
         base: str = DEFAULT_BASE,
-        encoders: int = 1,
+        workers: int | None = None,
         log: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.store = store
@@ -106,7 +129,7 @@ class TraceBuilder:
         self.grace = grace
         self.orphan = orphan
         self.base = base
-        self.encoders = encoders
+        self.workers = min(4, os.cpu_count() or 1) if workers is None else workers
         self.log = log
         self.counts = BuilderCounts()
         self._assembly = OtlpAssembly(live=True)
@@ -129,15 +152,15 @@ class TraceBuilder:
 
     def start(self) -> None:
         """Start the worker process and the thread (call it before starting other threads: see below)."""
-        if self.encoders > 0:
+        if self.workers > 0:
             # Forked, and at once (a first job waited for), before this process starts threads of its own (the
             # builder's, the HTTP server's): a spawned process would import the program's main module again, which a
             # script without a ``__main__`` guard would run a second time.
-            self._pool = ProcessPoolExecutor(self.encoders, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
             try:
                 self._pool.submit(int).result(timeout=60)
             except Exception as exc:  # noqa: BLE001 - no worker process here: this thread encodes
-                self._error(f"no encoding process ({type(exc).__name__}: {exc}); encoding here")
+                self._error(f"no worker process ({type(exc).__name__}: {exc}); building traces here")
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
         self._thread.start()
@@ -196,14 +219,16 @@ class TraceBuilder:
             except queue.Empty:
                 pass
             reads: list[Read] = []
+            gathered: list[GatheredTrace] = []
             for record, spans in taken:
                 reads += self._guarded(lambda: list(self._assembly.add_spans(spans, record)))
             if not stopping:
-                reads += self._guarded(lambda: list(self._assembly.idle(self.grace, self.orphan)))
+                gathered = self._assembly.idle_gathered(self.grace, self.orphan)
             with self._batch_ready:
                 if taken:
                     self._last_record = taken[-1][0]
-                self._build(reads)
+                self._count(reads)
+                self._build(gathered)
                 self._oldest_gathering = self._assembly.oldest_line()
                 self.counts.gathering = self._assembly.waiting
                 self.counts.repeated_spans = self._assembly.repeated_spans
@@ -228,18 +253,10 @@ class TraceBuilder:
             what = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {str(exc)[:200]}"
             return [Read(error=TraceInputError(f"an export could not be read ({what})"))]
 
-    def _build(self, reads: list[Read]) -> None:
-        """Hand the traces read to the worker process, as one batch; count and name the errors."""
-        traces, firsts = [], []
-        spans_in: dict[str, tuple[int, int]] = {}
+    def _count(self, reads: list[Read]) -> None:
+        """Count and name what the assembly refused: late spans, and exports it could not read."""
         for read in reads:
-            if read.trace is not None:
-                traces.append(read.trace)
-                first = read.first_line if read.first_line is not None else self._last_record + 1
-                firsts.append(first)
-                if read.input_id is not None:
-                    spans_in[read.input_id] = (first, read.line if read.line is not None else first)
-            elif isinstance(read.error, LateSpansError):
+            if isinstance(read.error, LateSpansError):
                 self.counts.late_spans += read.error.spans
                 self._error(str(read.error).split("\n")[0])
                 # its late spans are in the spool too: read again after a restart, they must not become a trace
@@ -251,19 +268,23 @@ class TraceBuilder:
                 self.counts.failed += 1
                 where = f"spool record {read.line}: " if read.line is not None else ""
                 self._error(where + str(read.error).split("\n")[0])
-        if not traces:
-            return
-        encoding = None
-        if self._pool is not None:
-            try:
-                encoding = self._pool.submit(_encoded, traces, self.base)
-            except RuntimeError as exc:  # the worker process died (BrokenProcessPool): this thread encodes from now on
-                self._error(f"the encoding process stopped ({exc}); encoding here")
-                self._pool = None
-        self._batches.append(_Batch(traces, encoding, min(firsts), spans_in))
+
+    def _build(self, gathered: list[GatheredTrace]) -> None:
+        """Hand the traces gathered to the worker processes, in batches."""
+        for start in range(0, len(gathered), _TRACES_PER_BATCH):
+            batch = gathered[start:start + _TRACES_PER_BATCH]
+            building = None
+            if self._pool is not None:
+                try:
+                    building = self._pool.submit(_built, batch, self.base)
+                except RuntimeError as exc:  # a worker process died (BrokenProcessPool): the committer builds from now on
+                    self._error(f"the worker processes stopped ({exc}); building here")
+                    self._pool = None
+            first = min(g.first_line if g.first_line is not None else self._last_record + 1 for g in batch)
+            self._batches.append(_Batch(batch, building, first))
 
     def _commit_batches(self) -> None:
-        """The committer thread: store the batches in build order, each once its encoding is done; the batches done
+        """The committer thread: store the batches in the order gathered, each once it is built; the batches built
         by then go together (one store transaction: fewer, larger commits keep up with a fast sender)."""
         while True:
             with self._batch_ready:
@@ -271,38 +292,49 @@ class TraceBuilder:
                 if not self._batches:
                     return
                 head = self._batches[0]
-            encoded = self._encoding_of(head)
-            taken = 1
+            taken = [(head, self._built_of(head))]
             with self._batch_ready:
                 following = list(self._batches)[1:]
-            for batch in following:  # the next batches whose encoding is done already
-                if batch.encoding is None or not batch.encoding.done():
+            for batch in following:  # the next batches built already
+                if batch.building is None or not batch.building.done():
                     break
-                encoded += self._encoding_of(batch)
-                taken += 1
+                taken.append((batch, self._built_of(batch)))
+            encoded: list[EncodedTrace] = []
+            spans_in: dict[str, tuple[int, int]] = {}  # input trace id -> the first and last spool records of its spans
+            for batch, builts in taken:
+                for gathered, built in zip(batch.gathered, builts, strict=True):
+                    if isinstance(built, EncodedTrace):
+                        encoded.append(built)
+                        first = gathered.first_line if gathered.first_line is not None else batch.first_record
+                        spans_in[gathered.trace_id] = (first, gathered.line if gathered.line is not None else first)
+                    elif built is not None:
+                        self.counts.failed += 1
+                        self._error(built)
             if not self._put(encoded):
                 with self._batch_ready:
                     self._gave_up = True  # stopping while the store fails: the checkpoint stays before these traces
                     self._batch_ready.notify_all()
                 return
             with self._batch_ready:
-                for _ in range(taken):
-                    for trace_id, (first, last) in self._batches.popleft().spans_in.items():
-                        known = self._stored_spans_in.get(trace_id, (first, last))
-                        self._stored_spans_in[trace_id] = (min(known[0], first), max(known[1], last))
+                for _ in taken:
+                    self._batches.popleft()
+                for trace_id, (first, last) in spans_in.items():
+                    known = self._stored_spans_in.get(trace_id, (first, last))
+                    self._stored_spans_in[trace_id] = (min(known[0], first), max(known[1], last))
                 self._batch_ready.notify_all()
             self._advance()
             with self._idle:
                 self._idle.notify_all()
 
-    def _encoding_of(self, batch: _Batch) -> list[EncodedTrace | tuple[str, str]]:
-        """A batch's traces as the worker encoded them (waiting for it), or encoded here when the worker failed."""
+    def _built_of(self, batch: _Batch) -> list[Built]:
+        """A batch's traces as a worker built them (waiting for it), or built here when the workers failed."""
         try:
-            return batch.encoding.result() if batch.encoding is not None else _encoded(batch.traces, self.base)
-        except Exception as exc:  # noqa: BLE001 - the worker died or failed: encode here
-            self._error(f"the encoding process failed ({type(exc).__name__}: {exc}); encoding here")
+            if batch.building is not None:
+                return batch.building.result()
+        except Exception as exc:  # noqa: BLE001 - a worker died or failed: build here
+            self._error(f"a worker process failed ({type(exc).__name__}: {exc}); building here")
             self._pool = None
-            return _encoded(batch.traces, self.base)
+        return _built(batch.gathered, self.base)
 
     def _advance(self) -> None:
         """Move the spool's checkpoint to the first record a trace not yet stored needs, naming the stored traces
@@ -318,16 +350,11 @@ class TraceBuilder:
         except OSError as exc:
             self._error(f"the spool checkpoint could not be written: {exc}")
 
-    def _put(self, encoded: list[EncodedTrace | tuple[str, str]]) -> bool:
+    def _put(self, encoded: list[EncodedTrace]) -> bool:
         """Put encoded traces, trying again while the store fails; False when asked to stop before it took them."""
-        ready = [item for item in encoded if isinstance(item, EncodedTrace)]
-        for item in encoded:
-            if not isinstance(item, EncodedTrace):
-                self.counts.failed += 1
-                self._error(f"a trace was not stored: {item[1]}")
         while True:
             try:
-                report = self.store.put(ready, base=self.base)
+                report = self.store.put(encoded, base=self.base)
             except OSError as exc:  # the store (disk, server): the spool holds the spans, so try again
                 self.counts.store_errors += 1
                 self._error(f"the store failed, retrying in {_RETRY:g} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")

@@ -48,7 +48,8 @@ N_TRIPLES = "application/n-triples"
 class ServeOptions:
     """How a :class:`TraceServer` runs: where it listens, the token it asks for (None: none), its spool directory,
     how long a trace's spans may keep coming after its root span (``grace``) and how long a trace without a root
-    span waits (``orphan``), in seconds, and the largest request body."""
+    span waits (``orphan``), in seconds, the largest request body, and how many worker processes build traces (None:
+    one per core, at most four; 0: none, the server's own threads do it)."""
 
     spool: Path
     host: str = "127.0.0.1"
@@ -58,6 +59,7 @@ class ServeOptions:
     orphan: float = 600.0
     base: str = DEFAULT_BASE
     max_body: int = MAX_BODY_BYTES
+    workers: int | None = None
 
 
 def check_binding(host: str, token: str | None) -> None:
@@ -101,7 +103,7 @@ class TraceServer:
         self.options = options
         self.log = log
         self.spool = Spool(options.spool, owner=_shown_store(store))
-        self.builder = TraceBuilder(store, self.spool, grace=options.grace, orphan=options.orphan, base=options.base, log=log)
+        self.builder = TraceBuilder(store, self.spool, grace=options.grace, orphan=options.orphan, base=options.base, workers=options.workers, log=log)
         self.counts = _Counts()
         self._receive = threading.Lock()  # spool order is builder order
         self._http: ThreadingHTTPServer | None = None

@@ -68,6 +68,11 @@ class Assembly(ABC):
         """What remains when the input ends (traces still waiting for more values); nothing by default."""
         return iter(())
 
+    @property
+    def waiting(self) -> int:
+        """The number of traces begun and not read yet (that :meth:`finish` would read); none by default."""
+        return 0
+
 
 class _EachValue(Assembly):
     """Each value is one trace."""

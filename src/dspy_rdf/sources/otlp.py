@@ -36,7 +36,7 @@ from dspy_rdf.sources.base import Assembly, Read, ReadOptions, Source
 from dspy_rdf.sources.live import loss
 from dspy_rdf.sources.spans import OWN, Span, SpanStatus, hex_id, mlflow_value, nanoseconds, run_from_spans
 
-__all__ = ["SOURCE", "LateSpansError", "OtlpAssembly", "decode_any_value", "is_otlp", "spans_from_otlp", "spans_from_proto"]
+__all__ = ["SOURCE", "GatheredTrace", "LateSpansError", "OtlpAssembly", "decode_any_value", "is_otlp", "spans_from_otlp", "spans_from_proto"]
 
 _STATUS = {
     "STATUS_CODE_UNSET": SpanStatus.UNSET,
@@ -281,16 +281,39 @@ def spans_from_proto(request: Any) -> Iterator[tuple[str, Span | TraceInputError
                 yield trace_id, read, resource_keys, scope_text
 
 
-def _run(trace_id: str, pending: _Pending) -> m.Trace:
-    losses = []
-    own = any(s.parent_id is None and OWN + "source_format" in s.attributes for s in pending.spans)
-    resource = sorted(pending.resource - (_EXPORTER_RESOURCE if own else set()))
-    scopes = sorted(x for x in pending.scopes if x and not (own and x.startswith("dspy-rdf")))
-    if resource or scopes:
-        what = [f"the resource attributes {', '.join(resource)}"] if resource else []
-        what += [f"the instrumentation scope {', '.join(scopes)}"] if scopes else []
-        losses.append(loss("resource", f"no slot holds {' and '.join(what)}"))
-    return run_from_spans(pending.spans, source_format="otlp", source_trace_id=trace_id, losses=losses)
+@dataclass
+class GatheredTrace:
+    """The spans of one trace as an assembly gathered them, not read yet. :meth:`read` makes the trace of them, the
+    larger part of the work, which a live receiver does in worker processes: this pickles smaller than the trace."""
+
+    trace_id: str
+    spans: list[Span]
+    resource: set[str]
+    scopes: set[str]
+    error: TraceInputError | None
+    line: int | None  # the line (or spool record) that brought its last span
+    first_line: int | None  # and its first
+
+    def read(self) -> Read:
+        """The trace (or the error that stops it), as the assembly reading it itself gives it."""
+        line, first = self.line, self.first_line
+        if self.error is not None:
+            return Read(error=self.error.located(line=line), line=line, first_line=first, input_id=self.trace_id)
+        try:
+            return Read(trace=self._run(), line=line, first_line=first, input_id=self.trace_id)
+        except TraceInputError as exc:
+            return Read(error=exc.located(line=line), line=line, first_line=first, input_id=self.trace_id)
+
+    def _run(self) -> m.Trace:
+        losses = []
+        own = any(s.parent_id is None and OWN + "source_format" in s.attributes for s in self.spans)
+        resource = sorted(self.resource - (_EXPORTER_RESOURCE if own else set()))
+        scopes = sorted(x for x in self.scopes if x and not (own and x.startswith("dspy-rdf")))
+        if resource or scopes:
+            what = [f"the resource attributes {', '.join(resource)}"] if resource else []
+            what += [f"the instrumentation scope {', '.join(scopes)}"] if scopes else []
+            losses.append(loss("resource", f"no slot holds {' and '.join(what)}"))
+        return run_from_spans(self.spans, source_format="otlp", source_trace_id=self.trace_id, losses=losses)
 
 
 GRACE_LINES = 4
@@ -399,6 +422,10 @@ class OtlpAssembly(Assembly):
             yield self._read(trace_id)
 
     def _read(self, trace_id: str) -> Read:
+        return self._take(trace_id).read()
+
+    def _take(self, trace_id: str) -> GatheredTrace:
+        """Take a trace's spans out of the gathering, remembering it as read."""
         self.read_ids[trace_id] = None
         if len(self.read_ids) > READ_IDS_KEPT:
             del self.read_ids[next(iter(self.read_ids))]
@@ -407,13 +434,7 @@ class OtlpAssembly(Assembly):
             self.read_spans[trace_id] = frozenset(pending.span_ids)
             if len(self.read_spans) > LIVE_SPAN_IDS_KEPT:
                 del self.read_spans[next(iter(self.read_spans))]
-        line, first = pending.line, pending.first_line
-        if pending.error is not None:
-            return Read(error=pending.error.located(line=line), line=line, first_line=first, input_id=trace_id)
-        try:
-            return Read(trace=_run(trace_id, pending), line=line, first_line=first, input_id=trace_id)
-        except TraceInputError as exc:
-            return Read(error=exc.located(line=line), line=line, first_line=first, input_id=trace_id)
+        return GatheredTrace(trace_id, pending.spans, pending.resource, pending.scopes, pending.error, pending.line, pending.first_line)
 
     def finish(self) -> Iterator[Read]:
         for trace_id in list(self.pending):
@@ -423,10 +444,14 @@ class OtlpAssembly(Assembly):
         """Read the traces whose root span has come and no span of which came in the last ``grace`` seconds, and
         those without a root span none of whose spans came in the last ``orphan`` seconds (read as they are, as
         the end of a file reads them)."""
+        for gathered in self.idle_gathered(grace, orphan, now):
+            yield gathered.read()
+
+    def idle_gathered(self, grace: float, orphan: float, now: float | None = None) -> list[GatheredTrace]:
+        """The traces :meth:`idle` would read, gathered and not read yet (see :class:`GatheredTrace`)."""
         now = time.monotonic() if now is None else now
         waited = [t for t, p in self.pending.items() if now - p.last_time >= (grace if p.complete else orphan)]
-        for trace_id in waited:
-            yield self._read(trace_id)
+        return [self._take(trace_id) for trace_id in waited]
 
     def already_stored(self, trace_ids: Iterable[str]) -> None:
         """Leave out, without a word, the spans of these traces: a receiver that reads its spool again after a restart

@@ -124,6 +124,11 @@ class TraceStream:
             what = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {str(exc)[:200]}"
             yield Read(error=TraceInputError(f"this value could not be read ({what})").located(line=line), line=line)
 
+    @property
+    def waiting(self) -> int:
+        """The number of traces begun and not read yet (an OTLP trace whose spans are still coming)."""
+        return sum(assembly.waiting for assembly in self._assemblies.values())
+
     def finish(self) -> Iterator[Read]:
         """The traces still waiting for more values when the input ends."""
         for assembly in self._assemblies.values():

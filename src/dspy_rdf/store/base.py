@@ -257,6 +257,7 @@ class TraceStore(ABC):
         progress: Callable[[int], None] | None = None,
         redactor: Redactor | None = DEFAULT_REDACTOR,
         origin: Callable[[], tuple[str, int | None]] | None = None,
+        settled: Callable[[int, list[str]], None] | None = None,
     ) -> PutReport:
         """Write traces, each into the named graph of its IRI, in batches of whole traces; leave the traces already
         stored as they are (see the module docstring).
@@ -274,19 +275,32 @@ class TraceStore(ABC):
 
         An item may also be an :class:`EncodedTrace`, as :func:`encode_traces` gives it (redacted and encoded already,
         for instance by another process): it is written as it is.
+
+        ``settled`` is called, in order, as the items are done with: ``settled(n, iris)`` says that the first ``n``
+        items taken are all written, already stored, failed or repeats, ``iris`` naming the traces written last (a
+        load that is stopped can then start again after the ``n``-th item, :mod:`dspy_rdf.journal`).
         """
         check_base(base)
         report = PutReport()
         # Reading and encoding (Python) overlap with committing (pyoxigraph or the network, outside the GIL): writer
         # threads commit earlier batches while this thread encodes the next; at most two batches wait in between.
-        batches: queue.Queue[tuple[int, list[EncodedTrace]] | None] = queue.Queue(maxsize=2)
+        batches: queue.Queue[tuple[int, list[EncodedTrace], int] | None] = queue.Queue(maxsize=2)
         failure: list[BaseException] = []
         done: dict[int, tuple[list[str], int, list[tuple[str, str]]]] = {}  # batch number -> (IRIs written, triples, refused)
         lock = threading.Lock()
+        taken_by: dict[int, int] = {}  # batch number -> the items taken when it was queued (all settled once it is)
+        told = 0  # batches whose items ``settled`` was told of
 
-        def commit(number: int, batch: list[EncodedTrace]) -> None:
+        def tell() -> None:
+            """Tell ``settled`` of the batches committed in order (called holding ``lock``)."""
+            nonlocal told
+            while told in done and told in taken_by:
+                settled(taken_by.pop(told), done[told][0])  # type: ignore[misc]
+                told += 1
+
+        def commit(number: int, batch: list[EncodedTrace], taken: int) -> None:
             try:
-                refused = self._write_batch(batch, bulk=bulk)
+                refused = self._write_batch(batch, bulk=bulk) if batch else []
             except StoreError as exc:
                 # A remote store writes a batch in several requests and says which of its traces it wrote before failing.
                 written = set(getattr(exc, "written", ()))
@@ -298,6 +312,9 @@ class TraceStore(ABC):
                 done[number] = ([e.iri for e in batch if e.iri not in out], sum(e.triples for e in batch if e.iri not in out), refused)
                 if progress is not None:
                     progress(len(batch))
+                if settled is not None:
+                    taken_by[number] = taken
+                    tell()
 
         def writer() -> None:
             while (job := batches.get()) is not None:
@@ -314,11 +331,11 @@ class TraceStore(ABC):
         def located(exc: TraceInputError, where: tuple[str, int | None] | None) -> str:
             return str(exc.located(source=where[0], line=where[1]) if where is not None and exc.source == "<input>" else exc)
 
-        def encode(chunk: list[tuple[str, m.Trace | EncodedTrace, str, tuple[str, int | None] | None]]) -> None:
+        def encode(chunk: list[tuple[str, m.Trace | EncodedTrace, str, tuple[str, int | None] | None, int]]) -> None:
             """Encode the traces of a chunk the store does not hold yet, and queue full batches."""
             nonlocal pending, size, number, limit
-            stored = self._stored([iri for iri, _, _, _ in chunk])
-            for iri, form, digest, where in chunk:
+            stored = self._stored([iri for iri, _, _, _, _ in chunk])
+            for iri, form, digest, where, taken in chunk:
                 if iri in stored:
                     report.already_stored.append(iri)
                     continue
@@ -333,7 +350,7 @@ class TraceStore(ABC):
                     pending.append(EncodedTrace(iri, data, data.count(b"\n")))
                 size += pending[-1].triples
                 if size >= limit:
-                    batches.put((number, pending))
+                    batches.put((number, pending, taken))
                     pending, size, number, limit = [], 0, number + 1, min(2 * limit, batch_triples)
 
         writers: list[Future[None]] = []
@@ -342,8 +359,10 @@ class TraceStore(ABC):
             for _ in range(max(1, self.writer_threads)):
                 writers.append(pool.submit(writer))  # only submitted writers are waited for
             seen: set[str] = set()
-            chunk: list[tuple[str, m.Trace | EncodedTrace, str, tuple[str, int | None] | None]] = []
+            chunk: list[tuple[str, m.Trace | EncodedTrace, str, tuple[str, int | None] | None, int]] = []
+            taken = 0  # items taken from ``traces``
             for trace in traces:
+                taken += 1
                 if failure:
                     break
                 where = origin() if origin is not None else None
@@ -359,14 +378,16 @@ class TraceStore(ABC):
                 if iri in seen:  # the same trace again in this input: written once
                     continue
                 seen.add(iri)
-                chunk.append((iri, form, digest, where))
+                chunk.append((iri, form, digest, where, taken))
                 if len(chunk) >= _LOOKUP_CHUNK:
                     encode(chunk)
                     chunk = []
             if chunk and not failure:
                 encode(chunk)
-            if pending and not failure:
-                batches.put((number, pending))  # a writer commits it, so that an interrupt here cannot split it
+            if not failure and (pending or settled is not None):
+                # a writer commits it, so that an interrupt here cannot split it (empty: it settles the items after
+                # the last batch, all already stored or failed)
+                batches.put((number, pending, taken))
         except StoreError as exc:  # looking up which traces are stored failed: reported like a failed write
             failure.append(exc)
         finally:
