@@ -152,6 +152,8 @@ def test_a_full_disk_while_storing_says_how_many_traces_were_written_and_a_rerun
     assert first.startswith("error: ") and "were written to store before the failure" in second
     rerun = dspy_rdf("export", str(many), "--store", "store", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
+    written = int(second.split(" trace(s)")[0])
+    assert ("resuming " in rerun.stderr) == (written > 0), (second, rerun.stderr)  # the journal of the failed run
     from dspy_rdf.inputs import read_traces
     from dspy_rdf.rdf.writer import trace_lines
 

@@ -223,3 +223,20 @@ def test_from_start_reads_everything_again_and_a_broken_journal_is_named_and_ign
     out, err = capsys.readouterr()
     assert "not a load journal this version reads" in err and "\n" not in err.strip().split("warning: ")[1]
     assert "5 already stored" in out
+
+
+@pytest.mark.parametrize("broken", [
+    "[]", '{"version": 1}', '{"version": 2, "inputs": {}}', '{"version": 1, "inputs": {"x": {"offset": "12"}}}',
+    '{"version": 1, "inputs": {"x": {"offset": -1, "line": 1, "items": 1, "done": false, "size": 1, "head": "", "tail": "", "check": null}}}',
+])  # fmt: skip
+def test_a_journal_of_any_other_shape_is_named_once_and_the_inputs_read_from_their_start(broken, tmp_path):
+    from dspy_rdf.journal import LoadJournal
+
+    path = tmp_path / "store.load.json"
+    path.write_text(broken)
+    warnings: list[str] = []
+    journal = LoadJournal(path, stored=set, warn=warnings.append)
+    example = ROOT / "src/dspy_rdf/examples/dspy33_traces.jsonl"
+    start = journal.start_of(example)
+    assert len(warnings) == 1 and "not a load journal this version reads" in warnings[0]
+    assert not start.skip and start.point is None and start.note is None

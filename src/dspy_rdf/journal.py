@@ -69,6 +69,18 @@ class FileStart:
     note: str | None = None
 
 
+_TYPES = {"offset": int, "line": int, "items": int, "done": bool, "size": int, "head": str, "tail": str, "check": (str, type(None))}
+
+
+def _entry(fields: dict) -> _Entry:
+    """An entry as the journal file holds it (TypeError when a field is missing or of another type)."""
+    if set(fields) != set(_TYPES) or not all(isinstance(fields[k], t) for k, t in _TYPES.items()):
+        raise TypeError("an entry of unexpected fields")
+    if any(isinstance(fields[k], bool) or fields[k] < 0 for k in ("offset", "line", "items", "size")):
+        raise TypeError("an entry with a negative position")
+    return _Entry(**fields)
+
+
 def _digests(path: Path, offset: int) -> tuple[str, str]:
     with path.open("rb") as handle:
         head = handle.read(min(_WINDOW, offset))
@@ -102,7 +114,7 @@ class LoadJournal:
             value = json.loads(self.path.read_text(encoding="utf-8"))
             if value.get("version") != _VERSION:
                 raise ValueError(f"version {value.get('version')!r}")
-            self._entries = {name: _Entry(**entry) for name, entry in value["inputs"].items()}
+            self._entries = {name: _entry(fields) for name, fields in value["inputs"].items()}
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             self._warn(f"{self.path}: not a load journal this version reads ({type(exc).__name__}); inputs are read from their start")
             self._entries = {}

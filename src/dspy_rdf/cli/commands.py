@@ -181,7 +181,8 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
         print_error(f"{exc}")
         print(
             f"{written} trace(s) were written to {location} before the failure; the others were not. Run the same "
-            "command again to complete the export (traces already stored are kept as they are).",
+            "command again to complete the export: it resumes where this one stopped (traces already stored are kept "
+            "as they are).",
             file=sys.stderr,
         )
         _close_quietly(store)
