@@ -1,6 +1,7 @@
 """A store at scale: load, disk, compaction and every canned query, at sizes the other benchmarks cannot hold in memory.
 
     .venv/bin/python bench/bench_scale.py [--lm-calls 100000 1000000] [--workdir DIR] [--runs 5]
+    .venv/bin/python bench/bench_scale.py --store DIR [--runs 5]     # the queries only, on a store loaded already
 
 Workload: the JSONL files of distinct real DSPy traces that ``bench_store.py`` writes (the same generator, cached in
 ``--workdir``). Per size, in a fresh embedded store on disk under ``--workdir``:
@@ -44,13 +45,42 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def time_queries(target: Path, runs: int) -> None:
+    """Every canned query with its default parameters on the store at ``target`` (read-only): its first run and the
+    median of ``runs`` more, as a Markdown table."""
+    print("| query | rows | first run s | median of the next s | larger |\n|---|---:|---:|---:|---:|", flush=True)
+    with EmbeddedStore(target, read_only=True) as store:
+        slowest = 0.0
+        for query in list_queries():
+            start = time.perf_counter()
+            rows = len(run_query(store, query.name).records())
+            first = time.perf_counter() - start
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                run_query(store, query.name).records()
+                times.append(time.perf_counter() - start)
+            median = statistics.median(times) if times else first
+            slowest = max(slowest, first, median)
+            print(f"| {query.name} | {rows} | {first:.2f} | {median:.2f} | {max(first, median):.2f} |", flush=True)
+    print(f"slowest canned query: {slowest:.2f} s; peak RSS of this process {peak_rss_mb():,.0f} MB", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lm-calls", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--workdir", type=Path, default=Path(".bench"))
     parser.add_argument("--runs", type=int, default=5, help="runs of each query after the first")
     parser.add_argument("--keep", action="store_true", help="keep the stores")
+    parser.add_argument("--store", type=Path, help="time the queries on this store (loaded and compacted already) only")
     args = parser.parse_args()
+    if args.store is not None:
+        with EmbeddedStore(args.store, read_only=True) as store:
+            triples = store.stats()["triples"]
+        print(f"{args.store}: {triples:,} triples, {disk_bytes(args.store) / 1e9:,.2f} GB on disk "
+              f"({disk_bytes(args.store) / triples:,.0f} B/triple)", flush=True)  # fmt: skip
+        time_queries(args.store, args.runs)
+        return
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"python {platform.python_version()}, {os.cpu_count()} cores", flush=True)
     for size in sorted(args.lm_calls):
@@ -74,22 +104,7 @@ def main() -> None:
         print(f"disk: {loaded / 1e9:,.2f} GB after the load ({loaded / triples:,.0f} B/triple), {compacted / 1e9:,.2f} GB "
               f"after compaction ({compacted / triples:,.0f} B/triple, {compacted * per_million / 1e6:,.0f} MB per M triples), "
               f"compaction {compaction:,.1f} s", flush=True)  # fmt: skip
-        print("| query | rows | first run s | median of the next s | larger |\n|---|---:|---:|---:|---:|", flush=True)
-        with EmbeddedStore(target, read_only=True) as store:
-            slowest = 0.0
-            for query in list_queries():
-                start = time.perf_counter()
-                rows = len(run_query(store, query.name).records())
-                first = time.perf_counter() - start
-                runs = []
-                for _ in range(args.runs):
-                    start = time.perf_counter()
-                    run_query(store, query.name).records()
-                    runs.append(time.perf_counter() - start)
-                median = statistics.median(runs) if runs else first
-                slowest = max(slowest, first, median)
-                print(f"| {query.name} | {rows} | {first:.2f} | {median:.2f} | {max(first, median):.2f} |", flush=True)
-        print(f"slowest canned query: {slowest:.2f} s; peak RSS of this process {peak_rss_mb():,.0f} MB", flush=True)
+        time_queries(target, args.runs)
         if not args.keep:
             shutil.rmtree(target, ignore_errors=True)
 

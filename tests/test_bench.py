@@ -23,6 +23,7 @@ SMALLEST = {
     "bench_validate.py": ["--lm-calls", "30", "--pyshacl-max", "30", "--repeat", "1", "--workdir", "{tmp}"],
     "bench_imports.py": ["--copies", "1", "--rounds", "1"],
     "bench_serve.py": ["--copies", "1", "--rounds", "1"],
+    "bench_scale.py": ["--lm-calls", "30", "--runs", "1", "--workdir", "{tmp}"],
     "bench_capture.py": ["--runs", "2", "--rounds", "1", "--slow-runs", "1", "--slow-rounds", "1", "--lm-seconds", "0.001", "--handler-rounds", "1"],
     "bench_remote.py": ["--traces", "5", "--repeat", "1", "--workdir", "{tmp}"],
 }
