@@ -69,7 +69,7 @@ class FileStart:
     note: str | None = None
 
 
-_TYPES = {"offset": int, "line": int, "items": int, "done": bool, "size": int, "head": str, "tail": str, "check": (str, type(None))}
+_TYPES: dict[str, type | tuple[type, ...]] = {"offset": int, "line": int, "items": int, "done": bool, "size": int, "head": str, "tail": str, "check": (str, type(None))}
 
 
 def _entry(fields: dict) -> _Entry:
