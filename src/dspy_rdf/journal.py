@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import time
+import typing
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -69,12 +70,12 @@ class FileStart:
     note: str | None = None
 
 
-_TYPES: dict[str, type | tuple[type, ...]] = {"offset": int, "line": int, "items": int, "done": bool, "size": int, "head": str, "tail": str, "check": (str, type(None))}
 
 
 def _entry(fields: dict) -> _Entry:
     """An entry as the journal file holds it (TypeError when a field is missing or of another type)."""
-    if set(fields) != set(_TYPES) or not all(isinstance(fields[k], t) for k, t in _TYPES.items()):
+    types = typing.get_type_hints(_Entry)
+    if set(fields) != set(types) or not all(isinstance(fields[k], t) for k, t in types.items()):
         raise TypeError("an entry of unexpected fields")
     if any(isinstance(fields[k], bool) or fields[k] < 0 for k in ("offset", "line", "items", "size")):
         raise TypeError("an entry with a negative position")
