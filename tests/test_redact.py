@@ -5,17 +5,23 @@ credential-bearing value a trace may carry, and the pre-check that lets most tra
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import dspy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import DATA, dspy33_types, load
 
 from dspy_rdf.canonical.identity import content_payload
 from dspy_rdf.canonical.model import canonical_datetime
+import dspy_rdf
+from dspy_rdf.canonical.redact import _TEXT_KEY, _text_keys
 from dspy_rdf.canonical.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
 from dspy_rdf.capture.recorder import FileSink, TraceRecorder
 from dspy_rdf.cli.main import main
+from dspy_rdf.inputs import read_traces
 from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.sources.tracejson import trace_from_dspy, trace_from_json, trace_to_json
 from dspy_rdf.store import EmbeddedStore
@@ -476,3 +482,35 @@ def test_the_command_line_shows_a_bad_rdf_file_s_error_without_the_key_it_quotes
     assert main(["export", str(bad), "-o", str(tmp_path / "out.nq")]) != 0
     err = capsys.readouterr().err
     assert "bad.ttl" in err and KEY not in err
+
+
+_KEY_TEXT = st.text(alphabet=st.sampled_from(list("ab_Z9é =:'\"\\{},x")), max_size=120)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_KEY_TEXT, max_size=4), st.sampled_from(["", "\\", "\\\\\\", "'", "\"", "=", "é"]))
+def test_the_pre_check_finds_every_key_the_key_pattern_matches_anywhere(pieces, joint):
+    """The pre-check reads keys in text from the end of each form; it must find every key that _TEXT_KEY matches
+    at any position (overlapping matches too), and nothing else."""
+    text = joint.join(pieces)
+    anywhere = re.compile("(?=(?:" + _TEXT_KEY.pattern + "))")
+    expected = {name for found in anywhere.findall(text) for name in found if name}
+    assert _text_keys(text) == expected
+    assert {name for found in _TEXT_KEY.findall(text) for name in found if name} <= _text_keys(text)
+
+
+@pytest.mark.parametrize("length", [1, 79, 80, 81, 82])
+@pytest.mark.parametrize("form", ['{{"x": "\\"{k}\\": 1"}}', "{{'{k}': 1}}", "f({k}='v')", 'x é{k}=\\"v\\"', "_{k}='v'", '\\\\\\"{k}\\\\":'])
+def test_the_pre_check_reads_keys_up_to_80_characters_in_every_form(form, length):
+    text = form.format(k="k" * length)
+    anywhere = re.compile("(?=(?:" + _TEXT_KEY.pattern + "))")
+    assert _text_keys(text) == {name for found in anywhere.findall(text) for name in found if name}
+
+
+def test_the_pre_check_finds_the_same_keys_in_every_bundled_trace():
+    """On real traces the keys read from the ends of the forms are those the pattern finds, no more."""
+    files = [Path(dspy_rdf.__file__).parent / "examples" / "dspy33_traces.jsonl", *sorted(DATA.glob("*.json"))]
+    texts = [content_payload(item.trace) for path in files for item in read_traces(path) if item.trace is not None]
+    assert len(texts) > 40
+    for text in texts:
+        assert _text_keys(text) == {name for found in _TEXT_KEY.findall(text) for name in found if name}
