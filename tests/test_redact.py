@@ -10,15 +10,24 @@ from pathlib import Path
 
 import dspy
 import pytest
+from conftest import DATA, dspy33_types, load
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import DATA, dspy33_types, load
 
+import dspy_rdf
 from dspy_rdf.canonical.identity import content_payload
 from dspy_rdf.canonical.model import canonical_datetime
-import dspy_rdf
-from dspy_rdf.canonical.redact import _TEXT_KEY, _text_keys
-from dspy_rdf.canonical.redact import DATA_KEY_WORDS, DEFAULT_PATTERNS, DEFAULT_REDACTOR, DESCRIBING_WORDS, Redactor, is_secret_field, marker
+from dspy_rdf.canonical.redact import (
+    _TEXT_KEY,
+    DATA_KEY_WORDS,
+    DEFAULT_PATTERNS,
+    DEFAULT_REDACTOR,
+    DESCRIBING_WORDS,
+    Redactor,
+    _text_keys,
+    is_secret_field,
+    marker,
+)
 from dspy_rdf.capture.recorder import FileSink, TraceRecorder
 from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces

@@ -207,10 +207,11 @@ def _text_keys(text: str) -> set[str]:
         while start > 0 and stop - start <= 80 and (text[start - 1].isalnum() or text[start - 1] == "_"):
             start -= 1
         # the whole word (a \b before it): no word character before the key, which is an ASCII identifier
-        if start < stop and not (start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_")):
-            if _IDENTIFIER.fullmatch(text, start, stop):
-                keys.add(text[start:stop])
+        whole_word = not (start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"))
+        if start < stop and whole_word and _IDENTIFIER.fullmatch(text, start, stop):
+            keys.add(text[start:stop])
     return keys
+
 # A field and its value in such text, each quote written with the same escapes: "k": "v", \"k\": \"v\", 'k': 'v',
 # k='v', k="v". The value runs to the first closing quote of the same form; its escaped characters are skipped.
 # Every repetition is bounded (a value of at most 16,384 characters is looked at), so that text made to defeat it
