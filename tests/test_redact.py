@@ -18,15 +18,15 @@ import dspy_rdf
 from dspy_rdf.canonical.identity import content_payload
 from dspy_rdf.canonical.model import canonical_datetime
 from dspy_rdf.canonical.redact import (
-    _TEXT_KEY,
     DATA_KEY_WORDS,
     DEFAULT_PATTERNS,
     DEFAULT_REDACTOR,
     DESCRIBING_WORDS,
+    TEXT_KEY,
     Redactor,
-    _text_keys,
     is_secret_field,
     marker,
+    text_keys,
 )
 from dspy_rdf.capture.recorder import FileSink, TraceRecorder
 from dspy_rdf.cli.main import main
@@ -499,21 +499,21 @@ _KEY_TEXT = st.text(alphabet=st.sampled_from(list("ab_Z9é =:'\"\\{},x")), max_s
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(_KEY_TEXT, max_size=4), st.sampled_from(["", "\\", "\\\\\\", "'", "\"", "=", "é"]))
 def test_the_pre_check_finds_every_key_the_key_pattern_matches_anywhere(pieces, joint):
-    """The pre-check reads keys in text from the end of each form; it must find every key that _TEXT_KEY matches
+    """The pre-check reads keys in text from the end of each form; it must find every key that TEXT_KEY matches
     at any position (overlapping matches too), and nothing else."""
     text = joint.join(pieces)
-    anywhere = re.compile("(?=(?:" + _TEXT_KEY.pattern + "))")
+    anywhere = re.compile("(?=(?:" + TEXT_KEY.pattern + "))")
     expected = {name for found in anywhere.findall(text) for name in found if name}
-    assert _text_keys(text) == expected
-    assert {name for found in _TEXT_KEY.findall(text) for name in found if name} <= _text_keys(text)
+    assert text_keys(text) == expected
+    assert {name for found in TEXT_KEY.findall(text) for name in found if name} <= text_keys(text)
 
 
 @pytest.mark.parametrize("length", [1, 79, 80, 81, 82])
 @pytest.mark.parametrize("form", ['{{"x": "\\"{k}\\": 1"}}', "{{'{k}': 1}}", "f({k}='v')", 'x é{k}=\\"v\\"', "_{k}='v'", '\\\\\\"{k}\\\\":'])
 def test_the_pre_check_reads_keys_up_to_80_characters_in_every_form(form, length):
     text = form.format(k="k" * length)
-    anywhere = re.compile("(?=(?:" + _TEXT_KEY.pattern + "))")
-    assert _text_keys(text) == {name for found in anywhere.findall(text) for name in found if name}
+    anywhere = re.compile("(?=(?:" + TEXT_KEY.pattern + "))")
+    assert text_keys(text) == {name for found in anywhere.findall(text) for name in found if name}
 
 
 def test_the_pre_check_finds_the_same_keys_in_every_bundled_trace():
@@ -522,4 +522,4 @@ def test_the_pre_check_finds_the_same_keys_in_every_bundled_trace():
     texts = [content_payload(item.trace) for path in files for item in read_traces(path) if item.trace is not None]
     assert len(texts) > 40
     for text in texts:
-        assert _text_keys(text) == {name for found in _TEXT_KEY.findall(text) for name in found if name}
+        assert text_keys(text) == {name for found in TEXT_KEY.findall(text) for name in found if name}

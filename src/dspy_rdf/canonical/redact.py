@@ -53,7 +53,7 @@ from dspy_rdf.canonical import model as m
 
 __all__ = [
     "ALLOWED_FIELDS", "DATA_KEY_WORDS", "DEFAULT_FIELDS", "DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DESCRIBING_WORDS",
-    "Redactor", "is_secret_field", "marker",
+    "TEXT_KEY", "Redactor", "is_secret_field", "marker", "text_keys",
 ]  # fmt: skip
 
 _URL_PARAMETERS = (
@@ -173,16 +173,16 @@ _MODEL_VALUES = frozenset({
 _JSON_KEY = re.compile(r'"([^"\\]{1,80})":')
 # Keys in text a string holds: a JSON document kept as a string (a tool call's raw arguments), escaped once more in
 # canonical JSON; a Python repr ({'api_key': ...}, api_key='...'). The pre-check looks for them as for JSON keys.
-_TEXT_KEY = re.compile(r'\\+"([^"\\]{1,80})\\+":|\'([^\'\\]{1,80})\':|\b([A-Za-z_][A-Za-z0-9_]{0,79})=\\*[\'"]')
+TEXT_KEY = re.compile(r'\\+"([^"\\]{1,80})\\+":|\'([^\'\\]{1,80})\':|\b([A-Za-z_][A-Za-z0-9_]{0,79})=\\*[\'"]')
 _EQUALS_QUOTE = re.compile(r"=\\*['\"]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,79}")
 
 
-def _text_keys(text: str) -> set[str]:
-    """Every key :data:`_TEXT_KEY` matches at any position of ``text``: a superset of what ``_TEXT_KEY.findall``
+def text_keys(text: str) -> set[str]:
+    """Every key :data:`TEXT_KEY` matches at any position of ``text``: a superset of what ``TEXT_KEY.findall``
     gives (which skips matches that overlap one found before), found from the literal end of each form.
 
-    ``_TEXT_KEY.findall`` tries each of its three forms at every character of the text (0.8 ms for the 13 KB of a
+    ``TEXT_KEY.findall`` tries each of its three forms at every character of the text (0.8 ms for the 13 KB of a
     typical trace, a third of writing it); the ends of the forms (``\\":``, ``':`` and ``=`` before a quote) are
     rare and found by a C-level search, and each names at most one key, read back from it."""
     keys: set[str] = set()
@@ -397,7 +397,7 @@ class Redactor:
             return True
         if self._default_fields and any(is_secret_field(key) for key in set(_JSON_KEY.findall(text))):
             return True
-        return any(self.is_secret_field(key) for key in _text_keys(text))
+        return any(self.is_secret_field(key) for key in text_keys(text))
 
     def __call__(self, trace: m.Trace) -> m.Trace:
         """A copy of ``trace`` with its secrets replaced and counted in ``redactions`` (``trace`` itself if none)."""
