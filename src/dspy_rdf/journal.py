@@ -70,12 +70,13 @@ class FileStart:
     note: str | None = None
 
 
+_ENTRY_TYPES = typing.get_type_hints(_Entry)
+"""The type of each field of an entry, as a journal file must hold it."""
 
 
 def _entry(fields: dict) -> _Entry:
     """An entry as the journal file holds it (TypeError when a field is missing or of another type)."""
-    types = typing.get_type_hints(_Entry)
-    if set(fields) != set(types) or not all(isinstance(fields[k], t) for k, t in types.items()):
+    if set(fields) != set(_ENTRY_TYPES) or not all(isinstance(fields[k], t) for k, t in _ENTRY_TYPES.items()):
         raise TypeError("an entry of unexpected fields")
     if any(isinstance(fields[k], bool) or fields[k] < 0 for k in ("offset", "line", "items", "size")):
         raise TypeError("an entry with a negative position")

@@ -201,14 +201,16 @@ def text_keys(text: str) -> set[str]:
         if quote != -1 and quote < end - 1 and "\\" not in text[quote + 1 : end]:
             keys.add(text[quote + 1 : end])
         end = text.find("':", end + 1)
+    def word_character_before(at: int) -> bool:  # what \b looks at: str.isalnum() or _ is exactly \w
+        return at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_")
+
     for found in _EQUALS_QUOTE.finditer(text):  # key=' or key=" (with escapes): the key is the word before the =
         stop = found.start()
         start = stop
-        while start > 0 and stop - start <= 80 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        while stop - start <= 80 and word_character_before(start):
             start -= 1
         # the whole word (a \b before it): no word character before the key, which is an ASCII identifier
-        whole_word = not (start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"))
-        if start < stop and whole_word and _IDENTIFIER.fullmatch(text, start, stop):
+        if start < stop and not word_character_before(start) and _IDENTIFIER.fullmatch(text, start, stop):
             keys.add(text[start:stop])
     return keys
 
