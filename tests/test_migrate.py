@@ -4,16 +4,20 @@ keys let in (two recorders of one run, a store dumped and loaded again) merged, 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import httpx
 import pyoxigraph as ox
 import pytest
 
+from dspy_rdf.analytics.catalog import QueryResult, bind_parameters, get_query, run_query
 from dspy_rdf.canonical.identity import key_of_iri, trace_iri
+from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
-from dspy_rdf.rdf.formats import RdfFormat, parse_traces
+from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
+from dspy_rdf.sources.tracejson import trace_from_json
 from dspy_rdf.store import EmbeddedStore, TraceStore
 from dspy_rdf.store.migrate import migrate_store
 
@@ -85,13 +89,13 @@ def test_the_migrate_command_says_what_it_did_and_a_second_run_does_nothing(tmp_
         store.oxigraph.load(path=str(LEGACY), format=ox.RdfFormat.N_QUADS)
     assert main(["migrate", "--store", str(tmp_path / "store"), "--dry-run"]) == 0
     assert capsys.readouterr().out.strip().endswith(
-        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 already current"
+        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 already current"
     )
     assert main(["migrate", "--store", str(tmp_path / "store"), "-v"]) == 0
     out = capsys.readouterr().out
     assert out.count("\nmoved ") + out.startswith("moved ") == 7 and out.count("merged urn:") == 13
     assert main(["migrate", "--store", str(tmp_path / "store")]) == 0
-    assert capsys.readouterr().out.strip().endswith("7 graph(s) examined; 0 trace(s) moved to their new IRIs, 0 duplicate(s) merged into the trace they repeat, 7 already current")
+    assert capsys.readouterr().out.strip().endswith("7 graph(s) examined; 0 trace(s) moved to their new IRIs, 0 duplicate(s) merged into the trace they repeat, 0 given this release's derived facts, 7 already current")
 
 
 def test_a_migration_stopped_between_writing_and_removing_is_finished_by_the_next(tmp_path, monkeypatch):
@@ -124,3 +128,91 @@ def test_migrate_brings_a_virtuoso_store_to_the_new_keys(virtuoso_store, tmp_pat
     for name, triples in graphs.items():  # as dspy-rdf 0.1.0 wrote them, graph by graph
         virtuoso_store.update(f"INSERT DATA {{ GRAPH <{name}> {{ {' '.join(triples)} }} }}")
     _migrated(virtuoso_store, tmp_path)
+
+
+
+# --- traces written with the derived facts of an earlier version ---------------------------------------------
+
+_EXCEPTION_FACTS = ("derived_facts_version", "refusal_count", "unanswered_tool_call_parts", "orphan_tool_result_parts",
+                    "unoffered_tool_call_parts", "duplicate_call_id_parts")  # fmt: skip
+_EXCEPTION_QUERIES = ("refusal_traces", "unanswered_tool_calls", "orphan_tool_results", "tool_calls_not_offered", "duplicate_tool_call_ids")
+RAW_QUERIES = DATA / "raw_queries"
+
+# One LM call with one of each exception: a call to a tool the request does not offer, two calls sharing an id in
+# one message, a call nothing answers, a result that answers no call, and a refusal.
+_EXCEPTIONAL_CALL = {
+    "request": {
+        "model": "openai/gpt-4o-mini",
+        "tools": [{"name": "search"}],
+        "messages": [
+            {"role": "assistant", "parts": [{"type": "tool_call", "name": "search", "id": "c1"}, {"type": "tool_call", "name": "search", "id": "c1"}]},
+            {"role": "tool", "parts": [{"type": "tool_result", "call_id": "c1", "content": [{"type": "text", "text": "found"}]},
+                                       {"type": "tool_result", "call_id": "gone", "content": [{"type": "text", "text": "late"}]}]},
+        ],
+    },
+    "response": {"outputs": [{"parts": [{"type": "tool_call", "name": "delete_everything", "id": "c2"}, {"type": "refusal", "text": "I cannot."}]}]},
+    "timestamp": "2025-01-31T12:00:00Z",
+    "uuid": "6f1c2f0e-0d5e-4b8e-9a57-2b6f1f1f0001",
+}  # fmt: skip
+
+
+def _traces() -> list:
+    traces = [item.trace for item in read_traces(bundled_traces_path())]
+    return [*traces, trace_from_json(_EXCEPTIONAL_CALL, source_format="dspy33")]
+
+
+def _as_written_before_exception_facts(traces: list) -> bytes:
+    """The traces as the release before the exception facts wrote them: this release's N-Quads without them."""
+    lines = serialize_traces(traces, RdfFormat.N_QUADS).splitlines(keepends=True)
+    return b"".join(line for line in lines if not any(f"/dspy/{fact}>".encode() in line for fact in _EXCEPTION_FACTS))
+
+
+def _canned_and_raw(store: TraceStore, name: str) -> tuple[list, list]:
+    raw = dataclasses.replace(get_query(name), text=(RAW_QUERIES / f"{name}.rq").read_text(encoding="utf-8"))
+    canned = run_query(store, name, {"limit": "100000"}).rows
+    return canned, QueryResult.from_json(store.select(bind_parameters(raw, {"limit": "100000"}))).rows
+
+
+def _facts_brought_up_to_date(store: TraceStore, tmp_path: Path) -> None:
+    traces = _traces()
+    before = store.stats()
+    assert before["traces"] == before["to_migrate"] == len(traces)
+    # the queries that start from the exception facts find nothing in those traces until they have them
+    for name in _EXCEPTION_QUERIES:
+        canned, raw = _canned_and_raw(store, name)
+        assert raw and canned == [], name
+    dry = migrate_store(store, dry_run=True)
+    assert (len(dry.refreshed), dry.moved, dry.merged, dry.current, dry.failed) == (len(traces), [], [], 0, [])
+    assert store.stats()["to_migrate"] == len(traces)  # a dry run changes nothing
+    report = migrate_store(store)
+    assert (sorted(report.refreshed), report.failed) == (sorted(trace_iri(t) for t in traces), [])
+    for name in _EXCEPTION_QUERIES:
+        canned, raw = _canned_and_raw(store, name)
+        assert canned == raw, name
+    # the graphs hold what a fresh export writes, each triple once
+    with EmbeddedStore(tmp_path / "fresh") as fresh:
+        fresh.put(traces, redactor=None)
+        assert store.stats() == fresh.stats()
+    again = migrate_store(store)
+    assert (again.refreshed, again.current) == ([], len(traces))
+
+
+def test_migrate_gives_an_embedded_store_the_derived_facts_it_lacks(tmp_path):
+    with EmbeddedStore(tmp_path / "store") as store:
+        store.oxigraph.load(_as_written_before_exception_facts(_traces()), format=ox.RdfFormat.N_QUADS)
+        _facts_brought_up_to_date(store, tmp_path)
+
+
+def test_migrate_gives_a_server_store_the_derived_facts_it_lacks(remote_store, oxigraph_server, tmp_path):
+    data = _as_written_before_exception_facts(_traces())
+    httpx.post(f"{oxigraph_server}/store", content=data, headers={"content-type": "application/n-quads"}, timeout=60).raise_for_status()
+    _facts_brought_up_to_date(remote_store, tmp_path)
+
+
+def test_migrate_gives_a_virtuoso_store_the_derived_facts_it_lacks(virtuoso_store, tmp_path):
+    graphs: dict[str, list[str]] = {}
+    for quad in ox.parse(_as_written_before_exception_facts(_traces()), ox.RdfFormat.N_QUADS):
+        graphs.setdefault(quad.graph_name.value, []).append(f"{quad.subject} {quad.predicate} {quad.object} .")
+    for name, triples in graphs.items():
+        virtuoso_store.update(f"INSERT DATA {{ GRAPH <{name}> {{ {' '.join(triples)} }} }}")
+    _facts_brought_up_to_date(virtuoso_store, tmp_path)

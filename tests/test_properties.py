@@ -24,15 +24,27 @@ The examples are derandomized so CI is stable; set ``DSPY_RDF_HYPOTHESIS_RANDOM=
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import pyoxigraph as ox
 import pytest
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
-from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, trace_to_json, validate_traces
+from dspy_rdf import (
+    RdfFormat,
+    parse_traces,
+    serialize_traces,
+    trace_from_json,
+    trace_iri,
+    trace_to_json,
+    validate_traces,
+)
+from dspy_rdf.analytics.catalog import bind_parameters, get_query
 from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
@@ -514,3 +526,88 @@ def test_a_decimal_beyond_what_stores_keep_is_refused_by_name(value):
     trace = m.Trace(source_kind="lm_response", source_format="dspy33", response=m.LMResponse(outputs=[m.LMOutput()], cost=value))
     with pytest.raises(TraceInputError, match=r"cost .* cannot be written as a decimal number that every store keeps"):
         serialize_traces([trace], RdfFormat.N_QUADS)
+
+
+# --- the exception facts the writer derives give the canned queries' rows over raw triples ------------------
+
+RAW_QUERIES = Path(__file__).parent / "data" / "raw_queries"
+_FEW = st.sampled_from(["a", "b", None])  # tool names and call ids from a few values: calls repeat, answer, miss
+
+
+@st.composite
+def _colliding(draw: st.DrawFn, value):
+    """``value`` with every tool name and call id redrawn from a few values, so that generated traces repeat call
+    ids in one message, answer some calls and leave others unanswered, and call tools their request does not offer."""
+    value = copy.deepcopy(value)
+
+    def visit(node) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if kind == "tool_call":
+                node["name"] = draw(_FEW) or "c"
+                node["id"] = draw(_FEW)
+            elif kind == "tool_result":
+                node["call_id"] = draw(_FEW)
+            for spec in node.get("tools") or []:  # a request's tools
+                spec["name"] = draw(_FEW) or "c"
+            for item in node.values():
+                visit(item)
+
+    visit(value)
+    return value
+
+
+def _rows(store: ox.Store, sparql: str, sampled: str | None = None) -> list[tuple]:
+    """The rows of a query, the column ``sampled`` (a value SAMPLE() picks from a group) left out."""
+    result = store.query(sparql)
+    keep = [i for i, var in enumerate(result.variables) if var.value != sampled]
+    return [tuple(None if row[i] is None else str(row[i]) for i in keep) for row in result]
+
+
+# Traces made of what the exception queries look at: several tool calls, results and refusals in a message or
+# output (results holding calls and refusals too), requests offering tools or not, entries and conversations.
+_EXCEPTION_PART = st.one_of(
+    LEAF_PARTS["tool_call"], LEAF_PARTS["tool_call"], LEAF_PARTS["refusal"], LEAF_PARTS["text"],
+    _tool_result(st.one_of(LEAF_PARTS["tool_call"], LEAF_PARTS["refusal"])),
+)  # fmt: skip
+_EXCEPTION_PARTS = st.lists(_EXCEPTION_PART, min_size=1, max_size=5)
+_EXCEPTION_REQUEST = obj(
+    {"model": TEXT, "messages": st.lists(obj({"role": ROLE, "parts": _EXCEPTION_PARTS}), min_size=1, max_size=3)},
+    tools=st.lists(TOOL_SPEC, min_size=1, max_size=2),
+)
+_EXCEPTION_RESPONSE = obj({"outputs": st.lists(obj(parts=_EXCEPTION_PARTS), min_size=1, max_size=2)})
+_EXCEPTION_ENTRY = obj(
+    {"request": _EXCEPTION_REQUEST, "response": _EXCEPTION_RESPONSE, "timestamp": st.sampled_from(["2025-01-31T12:00:00Z", "2025-02-01T08:30:00"]),
+     "uuid": st.uuids().map(str)}
+)  # fmt: skip
+_EXCEPTION_HISTORY = st.lists(_EXCEPTION_ENTRY, min_size=1, max_size=3)
+EXCEPTION_JSON = st.one_of(  # mostly LM calls, where requests offer tools
+    _EXCEPTION_HISTORY, _EXCEPTION_HISTORY, _EXCEPTION_ENTRY, _EXCEPTION_ENTRY, _EXCEPTION_REQUEST, _EXCEPTION_RESPONSE,
+    obj({"role": ROLE, "parts": _EXCEPTION_PARTS}), ANY_DSPY33_JSON,
+)  # fmt: skip
+
+
+@_settings(300)
+@given(values=st.lists(EXCEPTION_JSON.flatmap(_colliding), min_size=1, max_size=3), data=st.data())
+def test_the_exception_facts_give_the_rows_of_the_queries_over_raw_triples(values, data):
+    """Every query that looks for exceptions starts from facts the writer derives; over generated traces (tool
+    names and call ids from a few values) each gives the rows the same query gives over the raw triples, with and
+    without its parameters."""
+    traces = [read(as_dspy_writes_timestamps(value)) for value in values]
+    store = ox.Store()
+    store.load(serialize_traces(traces, RdfFormat.N_QUADS), ox.RdfFormat.N_QUADS)
+    for path in sorted(RAW_QUERIES.glob("*.rq")):
+        canned = get_query(path.stem)
+        raw = dataclasses.replace(canned, text=path.read_text(encoding="utf-8"))
+        params: dict[str, str] = {"limit": data.draw(st.sampled_from(["1", "2", "100000", "100000"]), label=f"{path.stem} limit")}
+        names = {p.name for p in canned.parameters}
+        if "tool" in names and data.draw(st.booleans(), label=f"{path.stem} tool given"):
+            params["tool"] = data.draw(st.sampled_from(["a", "b", "c"]), label=f"{path.stem} tool")
+        if "framework_tools" in names:
+            params["framework_tools"] = data.draw(st.sampled_from(["0", "1"]), label=f"{path.stem} framework_tools")
+        # an orphan result's tool is one of its parts' names, whichever SAMPLE() meets first
+        sampled = "tool" if path.stem == "orphan_tool_results" else None
+        assert _rows(store, bind_parameters(canned, params), sampled) == _rows(store, bind_parameters(raw, params), sampled), path.stem

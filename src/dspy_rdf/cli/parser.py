@@ -164,10 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     delete.set_defaults(run=run_delete)
 
     migrate = sub.add_parser(
-        "migrate", help="bring a store written by dspy-rdf 0.1.0 to this release's trace IRIs, merging the duplicates its keys let in",
+        "migrate", help="bring a store written by an earlier release to this release's trace IRIs and derived facts, merging the duplicates 0.1.0's keys let in",
         description="Each trace graph named by a 0.1.0 key (…sha256-<hex>) is written under the IRI it has now and then "
         "removed, so that a migration stopped at any point loses nothing and running it again finishes it. Traces "
-        "stored twice (a store dumped and loaded again, one run recorded by two recorders) are merged into one.",
+        "stored twice (a store dumped and loaded again, one run recorded by two recorders) are merged into one. A "
+        "trace written with the derived facts of an earlier release is given this release's in its own graph.",
     )  # fmt: skip
     _store_option(migrate, store_help)
     migrate.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")

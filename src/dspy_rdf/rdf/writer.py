@@ -27,7 +27,13 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor
 
-__all__ = ["MAX_LITERAL_BYTES", "part_ref_iri", "stored_form", "trace_lines"]
+__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "part_ref_iri", "stored_form", "trace_lines"]
+
+DERIVED_FACTS_VERSION = 2
+"""The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
+facts (refusals, unanswered and unoffered tool calls, orphan tool results, duplicate call ids) that the canned
+queries looking for exceptions start from; a version only ever adds facts, so that ``dspy-rdf migrate`` brings an
+older trace up to date by adding the trace's triples to its graph."""
 
 MAX_LITERAL_BYTES = 16_000_000
 """The longest literal written, in bytes of its N-Quads text: pyoxigraph (the embedded store, and every RDF file this
@@ -183,6 +189,7 @@ class _Writer:
     __slots__ = (
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
         "subtrees", "executions", "unasked_executions", "usage_calls", "priced_calls", "framework", "counted_parts",
+        "call_parts", "answered_parts", "refusals", "unoffered", "duplicated",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -204,6 +211,14 @@ class _Writer:
         self.priced_calls = 0  # LM calls whose cost is known
         self.framework: frozenset[str] = frozenset()  # the tools DSPy's own modules added, not counted as the program's
         self.counted_parts: dict[str | None, int] = {}  # call id -> tool-call parts of the program's own tools
+        # For the exception facts: every tool-call part (node, tool name, call id), the parts tool executions answer,
+        # the refusal parts, and the tool-call parts naming a tool their request does not offer or sharing a call id
+        # with another part of the same holder.
+        self.call_parts: list[tuple[str, str, str | None]] = []
+        self.answered_parts: set[str] = set()
+        self.refusals = 0
+        self.unoffered: list[str] = []
+        self.duplicated: list[str] = []
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -256,6 +271,8 @@ class _Writer:
             self.response(trace.response, f"{iri}/response")
         if trace.request is not None or trace.response is not None:
             self.lm_calls += 1
+        if trace.request is not None:
+            self.unoffered_calls(trace.request, f"{iri}/request", trace.response, f"{iri}/response")
         if trace.request is not None:
             self.count_usage(trace.request.model, None, trace.response)
         elif trace.response is not None:
@@ -365,6 +382,8 @@ class _Writer:
             if call_id is not None:
                 for call in calls.get(call_id, ()):
                     add(f"{result} {P.answers} {call}{t}")
+        add(f"{s} {P.derived_facts_version} {_int(DERIVED_FACTS_VERSION)}{t}")
+        self.exceptions(s)
 
     def entry(self, entry: m.LMHistoryEntry, iri: str, position: int | None) -> None:
         add = self.out.append
@@ -384,6 +403,7 @@ class _Writer:
             add(f"{s} {P.extra_fields} {_j(entry.extra_fields)}{t}")
         self.request(entry.request, f"{iri}/request")
         self.response(entry.response, f"{iri}/response")
+        self.unoffered_calls(entry.request, f"{iri}/request", entry.response, f"{iri}/response")
         self.count_usage(entry.request.model, entry.timestamp, entry.response)
 
     def request(self, request: m.LMRequest, iri: str) -> None:
@@ -560,7 +580,9 @@ class _Writer:
                 if r.metadata:
                     add(f"{rs} {P.metadata} {_j(r.metadata)}{t}")
             if (answered := call.answers) is not None:
-                add(f"{s} {P.answers} <{part_ref_iri(trace_iri, answered)}>{t}")
+                answered_part = f"<{part_ref_iri(trace_iri, answered)}>"
+                self.answered_parts.add(answered_part)
+                add(f"{s} {P.answers} {answered_part}{t}")
             if call.decided_by is not None:
                 add(f"{s} {P.decided_by} <{trace_iri}/call/{call.decided_by}>{t}")
             if call.pairing is not None:
@@ -690,6 +712,7 @@ class _Writer:
         add = self.out.append
         t = self.tail
         link = getattr(P, slot)
+        held_ids: dict[str, list[str]] = {}  # call id -> the tool-call parts held here (directly) that have it
         for i, part in enumerate(parts):
             child = f"{iri}/{segment}/{i}"
             s = f"<{child}>"
@@ -701,8 +724,13 @@ class _Writer:
                 add(f"{s} {P.metadata} {_j(part.metadata)}{t}")
             if part.part_type == "text" or part.part_type == "refusal":
                 add(f"{s} {P.text} {_s(part.text)}{t}")
+                if part.part_type == "refusal":
+                    self.refusals += 1
             elif part.part_type == "tool_call":
                 self.tool_calls.setdefault(part.call_id, []).append(s)
+                self.call_parts.append((s, part.name, part.call_id))
+                if part.call_id is not None and slot == "parts":
+                    held_ids.setdefault(part.call_id, []).append(s)
                 if part.name not in self.framework:
                     self.counted_parts[part.call_id] = self.counted_parts.get(part.call_id, 0) + 1
                 add(f"{s} {P.name} {_s(part.name)}{t}")
@@ -757,6 +785,51 @@ class _Writer:
                         add(f"{s} {P.title} {_s(part.title)}{t}")
                     if part.context is not None:
                         add(f"{s} {P.context} {_s(part.context)}{t}")
+        for same_id in held_ids.values():
+            if len(same_id) > 1:
+                self.duplicated.extend(same_id)
+
+    def unoffered_calls(self, request: m.LMRequest, request_iri: str, response: m.LMResponse | None, response_iri: str) -> None:
+        """Note the tool-call parts of the request's messages and of the response's outputs that name a tool the
+        request does not offer, when it offers tools."""
+        if not request.tools:
+            return
+        offered = {tool.name for tool in request.tools}
+        holders = [(f"{request_iri}/message/{i}", message.parts) for i, message in enumerate(request.messages)]
+        if response is not None:
+            holders += [(f"{response_iri}/output/{i}", output.parts) for i, output in enumerate(response.outputs)]
+        for holder, parts in holders:
+            for i, part in enumerate(parts):
+                if part.part_type == "tool_call" and part.name not in offered:
+                    self.unoffered.append(f"<{holder}/part/{i}>")
+
+    def exceptions(self, s: str) -> None:
+        """The derived facts that name what is exceptional in the trace, each written only where there is such a
+        thing: a store without any answers the queries looking for them at once."""
+        add = self.out.append
+        t = self.tail
+        if self.refusals:
+            add(f"{s} {P.refusal_count} {_int(self.refusals)}{t}")
+        calls = self.tool_calls
+        answered_ids = {call_id for _, call_id in self.tool_results if call_id is not None and call_id in calls}
+        # a call is its parts with the same tool name and call id (or a part without a call id alone); it is
+        # unanswered when no tool result has its call id and no tool execution answers any of its parts
+        groups: dict[tuple[str, str], list[str]] = {}
+        for part, name, call_id in self.call_parts:
+            if call_id not in answered_ids:
+                groups.setdefault((name, part if call_id is None else "id:" + call_id), []).append(part)
+        answered = self.answered_parts
+        for parts in groups.values():
+            if not any(part in answered for part in parts):
+                for part in parts:
+                    add(f"{s} {P.unanswered_tool_call_parts} {part}{t}")
+        for result, call_id in self.tool_results:
+            if call_id is None or call_id not in calls:
+                add(f"{s} {P.orphan_tool_result_parts} {result}{t}")
+        for part in self.unoffered:
+            add(f"{s} {P.unoffered_tool_call_parts} {part}{t}")
+        for part in self.duplicated:
+            add(f"{s} {P.duplicate_call_id_parts} {part}{t}")
 
 
 def _below(calls: list[m.Call], index: int, ancestor: int) -> bool:

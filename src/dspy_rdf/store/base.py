@@ -33,7 +33,7 @@ from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base, is_absolute_ir
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace, parse_traces
-from dspy_rdf.rdf.writer import stored_form
+from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, stored_form
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -132,7 +132,7 @@ STATS = {
     "priced_calls": "LM calls whose cost is known",
     "cost": "cost in US dollars (of those calls; unknown when none reports it)",
     "triples": "triples",
-    "to_migrate": "traces written by dspy-rdf 0.1.0 (run dspy-rdf migrate)",
+    "to_migrate": "traces written by an earlier release, without this release's keys or derived facts (run dspy-rdf migrate)",
 }
 """What :meth:`TraceStore.stats` counts, in words."""
 
@@ -504,19 +504,46 @@ class TraceStore(ABC):
             f"{{ SELECT ?g WHERE {{ GRAPH ?g {{ ?trace a <{v.class_iri('Trace')}> }} }} GROUP BY ?g HAVING (COUNT(DISTINCT ?trace) > 1) }}"
         )
 
+    def traces_with_outdated_facts(self) -> list[str]:
+        """Names of the trace graphs whose trace was written with derived facts of an earlier version than
+        :data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION` (or none), sorted: :meth:`refresh` brings them up to date."""
+        d = v.DSPY
+        return self._graph_names(
+            f"{{ GRAPH ?g {{ ?g a <{d}Trace> OPTIONAL {{ ?g <{d}derived_facts_version> ?facts }} }} "
+            f"FILTER(COALESCE(?facts, 0) < {DERIVED_FACTS_VERSION}) }}"
+        )
+
+    def refresh(self, iri: str, trace: m.Trace) -> None:
+        """Write a stored trace into its graph again as this release writes it, so that it gains the derived facts of
+        this release. A version of the derived facts only adds facts, so this adds the triples the graph lacks and
+        keeps the others: all or nothing like any write of a whole trace, and safe to repeat. ``trace`` is the trace
+        as :meth:`traces` reads it back (nothing is redacted again). Raises :class:`TraceInputError` for a trace
+        that cannot be written and :class:`StoreError` when the store refuses it or fails."""
+        _, data = encode_trace(trace, iri=iri)
+        refused = self._write_batch([EncodedTrace(iri, data, data.count(b"\n"))], bulk=False)
+        if refused:
+            raise StoreError(f"the store {self.location} refused trace {iri}: {refused[0][1]}")
+
     def stats(self) -> dict[str, Any]:
         """Counts over the trace graphs (:data:`STATS` says what each counts): the graphs :meth:`trace_iris` lists,
         never a server's own graphs. Tokens and cost are None (unknown) when no LM call reports them; ``to_migrate``
-        counts the traces written by dspy-rdf 0.1.0, which ``dspy-rdf migrate`` brings to this release's keys."""
+        counts the traces written by an earlier release (dspy-rdf 0.1.0's keys, or derived facts of an earlier
+        :data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`), which ``dspy-rdf migrate`` brings to this release."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in _STATS_SUMS)
         scans = " ".join(f"UNION {{ ?g <{d}{fact}> ?{name}_v }}" for name, fact in _STATS_SUMS.items())
-        digests = f"UNION {{ ?g <{d}content_digest> ?digest }}"  # traces written before digests: to migrate
-        query = f"SELECT (COUNT(?t) AS ?traces) (COUNT(?digest) AS ?digested) {sums} WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} {scans} {digests} }} }}"
+        # traces written before digests, or before this release's derived facts: to migrate
+        digests = f"UNION {{ ?g <{d}content_digest> ?digest }} UNION {{ ?g <{d}derived_facts_version> ?facts }}"
+        current = f"(SUM(IF(COALESCE(?facts, 0) >= {DERIVED_FACTS_VERSION}, 1, 0)) AS ?current)"
+        query = (
+            f"SELECT (COUNT(?t) AS ?traces) (COUNT(?digest) AS ?digested) {current} {sums} "
+            f"WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} {scans} {digests} }} }}"
+        )
         row = self._one_row(query, "traces")
         counts: dict[str, Any] = {"traces": int(row["traces"]["value"]) if "traces" in row else 0}
         legacy = counts["traces"] - (int(row["digested"]["value"]) if "digested" in row else 0)
+        outdated = counts["traces"] - (int(row["current"]["value"]) if "current" in row else 0)
         for name in _STATS_SUMS:
             value = term_value(row.get(name))
             counts[name] = 0 if value is None else value if name == "cost" else int(value)
@@ -532,7 +559,7 @@ class TraceStore(ABC):
         holding = set(self._graphs_holding_dspy_nodes(others))
         triples -= self._count_triples([name for name in others if name not in holding])
         counts["triples"] = triples
-        counts["to_migrate"] = max(legacy, 0)
+        counts["to_migrate"] = max(legacy, outdated, 0)
         return counts
 
     def _count_triples(self, graphs: list[str] | None) -> int:

@@ -6,8 +6,10 @@ twice. This release names a program run by the execution it records and every ot
 (:mod:`dspy_rdf.canonical.identity`). :func:`migrate_store` reads each graph of the store, computes the IRI the trace has now,
 writes the trace there (with this release's derived facts) and only then removes the old graph, so that a migration
 stopped at any point loses nothing and running it again finishes it. Traces the old keys let in twice come to the
-same new IRI: the first one written is kept and the others removed (``merged``). Graphs that are already named by
-this release's keys, and graphs not named by a dspy-rdf key at all, are left as they are.
+same new IRI: the first one written is kept and the others removed (``merged``). A trace already named by this
+release's key but written with the derived facts of an earlier version (:data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`:
+the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
+(``refreshed``). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ __all__ = ["MigrationReport", "migrate_store"]
 @dataclass
 class MigrationReport:
     """What :func:`migrate_store` did (or, with ``dry_run``, would do): ``moved`` pairs each old IRI with the IRI its
-    trace has now; ``merged`` pairs each removed duplicate with the IRI of the copy that was kept; ``current`` counts
-    the graphs already named by this release's keys, ``other`` lists the graphs named otherwise (left as they are),
-    and ``failed`` the graphs that could not be read or written, with why (left as they are)."""
+    trace has now; ``merged`` pairs each removed duplicate with the IRI of the copy that was kept; ``refreshed`` lists
+    the traces given this release's derived facts in their own graph; ``current`` counts the graphs already as this
+    release writes them, ``other`` lists the graphs named otherwise (left as they are), and ``failed`` the graphs that
+    could not be read or written, with why (left as they are)."""
 
     moved: list[tuple[str, str]] = field(default_factory=list)
     merged: list[tuple[str, str]] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
     current: int = 0
     other: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
@@ -38,16 +42,17 @@ class MigrationReport:
     @property
     def examined(self) -> int:
         """How many graphs were looked at."""
-        return len(self.moved) + len(self.merged) + self.current + len(self.other) + len(self.failed)
+        return len(self.moved) + len(self.merged) + len(self.refreshed) + self.current + len(self.other) + len(self.failed)
 
 
 def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> MigrationReport:
-    """Bring ``store`` to this release's trace keys (see the module docstring); ``progress`` is called with 1 for each
-    graph examined. Nothing is redacted: each trace is written as it was stored."""
+    """Bring ``store`` to this release's trace keys and derived facts (see the module docstring); ``progress`` is
+    called with 1 for each graph examined. Nothing is redacted: each trace is written as it was stored."""
     from dspy_rdf.rdf.writer import stored_form
 
     report = MigrationReport()
     kept: set[str] = set()  # the new IRIs written, or found stored, in this migration
+    outdated = set(store.traces_with_outdated_facts())
     for iri in store.trace_iris():
         try:
             key = key_of_iri(iri)
@@ -55,7 +60,16 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
                 report.other.append(iri)
                 continue
             if not key.startswith(LEGACY_KEY_PREFIX):
-                report.current += 1
+                if iri not in outdated:
+                    report.current += 1
+                    continue
+                stored = list(store.traces([iri]))
+                if len(stored) != 1:
+                    report.failed.append((iri, f"the graph holds {len(stored)} traces, not one"))
+                    continue
+                if not dry_run:
+                    store.refresh(iri, stored[0][1])
+                report.refreshed.append(iri)
                 continue
             pairs = list(store.traces([iri]))
             if len(pairs) != 1:
