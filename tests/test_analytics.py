@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import numbers
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -599,6 +600,14 @@ def test_every_query_has_a_question_documented_parameters_and_named_graph_patter
             assert p.type in ("string", "date", "int", "class") and p.description
             if p.name == "limit":
                 assert int(p.default) >= 0
+
+
+def test_the_limit_parameter_reaches_every_limit_of_a_query():
+    """A top-N sub-SELECT keeps as many rows as the query returns: the limit parameter replaces each of its LIMITs."""
+    for q in list_queries():
+        if any(p.name == "limit" for p in q.parameters):
+            limits = re.findall(r"\bLIMIT\s+(\d+)", bind_parameters(q, {"limit": "7"}), re.I)
+            assert limits and set(limits) == {"7"}, q.name
 
 
 def test_every_query_runs_and_returns_its_columns(store):

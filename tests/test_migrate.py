@@ -197,7 +197,8 @@ def _facts_brought_up_to_date(store: TraceStore, tmp_path: Path) -> None:
     assert (again.refreshed, again.current) == ([], len(traces))
 
 
-def test_migrate_gives_an_embedded_store_the_derived_facts_it_lacks(tmp_path):
+def test_migrate_gives_an_embedded_store_the_derived_facts_it_lacks(tmp_path, monkeypatch):
+    monkeypatch.setattr("dspy_rdf.store.migrate._REFRESH_BATCH", 3)  # several writes of a few traces each
     with EmbeddedStore(tmp_path / "store") as store:
         store.oxigraph.load(_as_written_before_exception_facts(_traces()), format=ox.RdfFormat.N_QUADS)
         _facts_brought_up_to_date(store, tmp_path)

@@ -119,6 +119,7 @@ class NamedQuery:
 _PARAM_LINE = re.compile(r"^#\s+([a-z_][a-z0-9_]*)\s+\((\w+),\s*([^)]*)\)\s+-\s+(.+)$")
 _VALUES_BLOCK = re.compile(r"^[ \t]*VALUES[ \t]*\(((?:[ \t]*\?[a-z_][a-z0-9_]*)+)[ \t]*\)[ \t]*\{[ \t]*\(((?:[ \t]*UNDEF)+)[ \t]*\)[ \t]*\}[ \t]*$", re.M)
 _LIMIT_LINE = re.compile(r"^LIMIT[ \t]+(\d+)[ \t]*$", re.M)
+_INDENTED_LIMIT = re.compile(r"^[ \t]+LIMIT[ \t]+\d+", re.M | re.I)
 
 
 def _parse(name: str, text: str) -> NamedQuery:
@@ -171,6 +172,8 @@ def _parse(name: str, text: str) -> NamedQuery:
     if limit is not None:
         if limit.type != "int" or not limits or any(found != limit.default for found in limits):
             raise ValueError(f"query {name}: the limit parameter needs 'LIMIT {limit.default}' lines (the final one, and any of a top-N subquery)")
+        if _INDENTED_LIMIT.search(text):  # the parameter would not reach it
+            raise ValueError(f"query {name}: every LIMIT line starts at the beginning of its line, where the limit parameter replaces it")
     return NamedQuery(name, question, tuple(params), text, " ".join(notes), tuple(unknown))
 
 

@@ -508,21 +508,36 @@ class TraceStore(ABC):
         """Names of the trace graphs whose trace was written with derived facts of an earlier version than
         :data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION` (or none), sorted: :meth:`refresh` brings them up to date."""
         d = v.DSPY
+        # one scan of each property grouped by graph (an OPTIONAL beside the type pattern is matched per trace)
         return self._graph_names(
-            f"{{ GRAPH ?g {{ ?g a <{d}Trace> OPTIONAL {{ ?g <{d}derived_facts_version> ?facts }} }} "
-            f"FILTER(COALESCE(?facts, 0) < {DERIVED_FACTS_VERSION}) }}"
+            f"{{ SELECT ?g (MAX(?version) AS ?facts) WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(0 AS ?version) }} "
+            f"UNION {{ ?g <{d}derived_facts_version> ?version }} }} }} GROUP BY ?g }} FILTER(?facts < {DERIVED_FACTS_VERSION})"
         )
 
-    def refresh(self, iri: str, trace: m.Trace) -> None:
-        """Write a stored trace into its graph again as this release writes it, so that it gains the derived facts of
-        this release. A version of the derived facts only adds facts, so this adds the triples the graph lacks and
-        keeps the others: all or nothing like any write of a whole trace, and safe to repeat. ``trace`` is the trace
-        as :meth:`traces` reads it back (nothing is redacted again). Raises :class:`TraceInputError` for a trace
-        that cannot be written and :class:`StoreError` when the store refuses it or fails."""
-        _, data = encode_trace(trace, iri=iri)
-        refused = self._write_batch([EncodedTrace(iri, data, data.count(b"\n"))], bulk=False)
+    def refresh(self, traces: Iterable[tuple[str, m.Trace]], *, batch_triples: int = 100_000) -> None:
+        """Write stored traces (``(IRI, trace)`` as :meth:`traces` reads them back) into their graphs again as this
+        release writes them, so that they gain the derived facts of this release. A version of the derived facts only
+        adds facts, so this adds the triples a graph lacks and keeps the others: safe to repeat. Traces are written
+        in batches of whole traces of about ``batch_triples`` triples, each all or nothing, as :meth:`put` writes
+        them (one write per trace grows the embedded store's memory by about half a megabyte a trace). Nothing is
+        redacted again. Raises :class:`TraceInputError` for a trace that cannot be written and :class:`StoreError`
+        when the store refuses one or fails."""
+        batch: list[EncodedTrace] = []
+        size = 0
+        for iri, trace in traces:
+            _, data = encode_trace(trace, iri=iri)
+            batch.append(EncodedTrace(iri, data, data.count(b"\n")))
+            size += batch[-1].triples
+            if size >= batch_triples:
+                self._refresh_batch(batch)
+                batch, size = [], 0
+        if batch:
+            self._refresh_batch(batch)
+
+    def _refresh_batch(self, batch: list[EncodedTrace]) -> None:
+        refused = self._write_batch(batch, bulk=False)
         if refused:
-            raise StoreError(f"the store {self.location} refused trace {iri}: {refused[0][1]}")
+            raise StoreError(f"the store {self.location} refused trace {refused[0][0]}: {refused[0][1]}")
 
     def stats(self) -> dict[str, Any]:
         """Counts over the trace graphs (:data:`STATS` says what each counts): the graphs :meth:`trace_iris` lists,

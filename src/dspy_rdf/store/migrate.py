@@ -17,11 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import RdfInputError, TraceInputError
 from dspy_rdf.canonical.identity import LEGACY_KEY_PREFIX, key_of_iri
 from dspy_rdf.store.base import TraceStore
 
 __all__ = ["MigrationReport", "migrate_store"]
+
+_REFRESH_BATCH = 400
+"""Traces given this release's derived facts in one write (about 100,000 triples of typical traces)."""
 
 
 @dataclass
@@ -53,6 +57,19 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
     report = MigrationReport()
     kept: set[str] = set()  # the new IRIs written, or found stored, in this migration
     outdated = set(store.traces_with_outdated_facts())
+    stale: list[tuple[str, m.Trace]] = []  # traces to give this release's derived facts, written a batch at a time
+
+    def refresh() -> None:
+        batch = stale[:]
+        stale.clear()
+        try:
+            if not dry_run:
+                store.refresh(batch)
+        except (RdfInputError, TraceInputError) as exc:  # these traces only, left as they are
+            report.failed.extend((iri, str(exc)) for iri, _ in batch)
+            return
+        report.refreshed.extend(iri for iri, _ in batch)
+
     for iri in store.trace_iris():
         try:
             key = key_of_iri(iri)
@@ -67,9 +84,9 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
                 if len(stored) != 1:
                     report.failed.append((iri, f"the graph holds {len(stored)} traces, not one"))
                     continue
-                if not dry_run:
-                    store.refresh(iri, stored[0][1])
-                report.refreshed.append(iri)
+                stale.append((iri, stored[0][1]))
+                if len(stale) >= _REFRESH_BATCH:
+                    refresh()
                 continue
             pairs = list(store.traces([iri]))
             if len(pairs) != 1:
@@ -94,4 +111,6 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
         finally:
             if progress is not None:
                 progress(1)
+    if stale:
+        refresh()
     return report
