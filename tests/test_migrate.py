@@ -217,3 +217,32 @@ def test_migrate_gives_a_virtuoso_store_the_derived_facts_it_lacks(virtuoso_stor
     for name, triples in graphs.items():
         virtuoso_store.update(f"INSERT DATA {{ GRAPH <{name}> {{ {' '.join(triples)} }} }}")
     _facts_brought_up_to_date(virtuoso_store, tmp_path)
+
+
+def _bumped_and_migrated(store: TraceStore, monkeypatch) -> None:
+    """A release whose derived facts have a higher version finds every trace outdated, and migrate leaves each trace
+    with that one version."""
+    traces = _traces()
+    store.put(traces)
+    for module in ("dspy_rdf.rdf.writer", "dspy_rdf.store.base"):
+        monkeypatch.setattr(f"{module}.DERIVED_FACTS_VERSION", 3)
+    assert store.stats()["to_migrate"] == len(traces)
+    report = migrate_store(store)
+    assert (len(report.refreshed), report.failed) == (len(traces), [])
+    rows = store.select("SELECT ?g ?v WHERE { GRAPH ?g { ?g <https://w3id.org/lmodel/dspy/derived_facts_version> ?v } }")
+    versions = [(b["g"]["value"], b["v"]["value"]) for b in rows["results"]["bindings"]]
+    assert sorted(versions) == sorted((trace_iri(t), "3") for t in traces)
+    assert store.stats()["to_migrate"] == 0
+
+
+def test_a_later_version_of_the_derived_facts_replaces_the_version_of_an_embedded_store(tmp_path, monkeypatch):
+    with EmbeddedStore(tmp_path / "store") as store:
+        _bumped_and_migrated(store, monkeypatch)
+
+
+def test_a_later_version_of_the_derived_facts_replaces_the_version_of_a_server_store(remote_store, monkeypatch):
+    _bumped_and_migrated(remote_store, monkeypatch)
+
+
+def test_a_later_version_of_the_derived_facts_replaces_the_version_of_a_virtuoso_store(virtuoso_store, monkeypatch):
+    _bumped_and_migrated(virtuoso_store, monkeypatch)

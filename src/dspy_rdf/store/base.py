@@ -514,30 +514,21 @@ class TraceStore(ABC):
             f"UNION {{ ?g <{d}derived_facts_version> ?version }} }} }} GROUP BY ?g }} FILTER(?facts < {DERIVED_FACTS_VERSION})"
         )
 
-    def refresh(self, traces: Iterable[tuple[str, m.Trace]], *, batch_triples: int = 100_000) -> None:
-        """Write stored traces (``(IRI, trace)`` as :meth:`traces` reads them back) into their graphs again as this
-        release writes them, so that they gain the derived facts of this release. A version of the derived facts only
-        adds facts, so this adds the triples a graph lacks and keeps the others: safe to repeat. Traces are written
-        in batches of whole traces of about ``batch_triples`` triples, each all or nothing, as :meth:`put` writes
-        them (one write per trace grows the embedded store's memory by about half a megabyte a trace). Nothing is
-        redacted again. Raises :class:`TraceInputError` for a trace that cannot be written and :class:`StoreError`
-        when the store refuses one or fails."""
-        batch: list[EncodedTrace] = []
-        size = 0
-        for iri, trace in traces:
-            _, data = encode_trace(trace, iri=iri)
-            batch.append(EncodedTrace(iri, data, data.count(b"\n")))
-            size += batch[-1].triples
-            if size >= batch_triples:
-                self._refresh_batch(batch)
-                batch, size = [], 0
-        if batch:
-            self._refresh_batch(batch)
+    def refresh(self, traces: list[EncodedTrace]) -> list[tuple[str, str]]:
+        """Write stored traces into their graphs again as this release writes them (``traces``: each encoded with
+        its stored IRI and nothing redacted again), so that they gain the derived facts of this release, in one write
+        of whole traces, all or nothing as :meth:`put` writes a batch; return the traces the store refused
+        (``(iri, why)``), left as they were. A version of the derived facts only adds facts, so this adds the triples
+        a graph lacks and keeps the others; the graph's old ``derived_facts_version`` is removed first, so that a
+        trace carries one version (a stop in between leaves a trace without a version, which the next refresh
+        finds). Write a few hundred traces at a time: one write per trace grows the embedded store's memory by
+        about half a megabyte a trace."""
+        self._forget_derived_facts_version([item.iri for item in traces])
+        return self._write_batch(traces, bulk=False)
 
-    def _refresh_batch(self, batch: list[EncodedTrace]) -> None:
-        refused = self._write_batch(batch, bulk=False)
-        if refused:
-            raise StoreError(f"the store {self.location} refused trace {refused[0][0]}: {refused[0][1]}")
+    def _forget_derived_facts_version(self, iris: list[str]) -> None:
+        """Remove the ``derived_facts_version`` triple of these trace graphs (what :meth:`refresh` does first)."""
+        raise StoreError(f"the store {self.location} cannot remove a fact from a trace's graph: export the traces into a new store instead")
 
     def stats(self) -> dict[str, Any]:
         """Counts over the trace graphs (:data:`STATS` says what each counts): the graphs :meth:`trace_iris` lists,

@@ -195,6 +195,13 @@ class EmbeddedStore(TraceStore):
         except OSError as exc:
             raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
 
+    def _forget_derived_facts_version(self, iris: list[str]) -> None:
+        version = ox.NamedNode(v.slot_iri("derived_facts_version"))
+        for iri in iris:
+            graph = ox.NamedNode(iri)
+            for quad in list(self._store.quads_for_pattern(graph, version, None, graph)):
+                self._store.remove(quad)
+
     def delete(self, iri: str) -> bool:
         graph = ox.NamedNode(check_trace_iri(iri))
         if not self._store.contains_named_graph(graph):

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import RdfInputError, TraceInputError
 from dspy_rdf.canonical.identity import LEGACY_KEY_PREFIX, key_of_iri
-from dspy_rdf.store.base import TraceStore
+from dspy_rdf.rdf.formats import encode_trace
+from dspy_rdf.store.base import EncodedTrace, TraceStore
 
 __all__ = ["MigrationReport", "migrate_store"]
 
@@ -57,18 +57,14 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
     report = MigrationReport()
     kept: set[str] = set()  # the new IRIs written, or found stored, in this migration
     outdated = set(store.traces_with_outdated_facts())
-    stale: list[tuple[str, m.Trace]] = []  # traces to give this release's derived facts, written a batch at a time
+    stale: list[EncodedTrace] = []  # traces to give this release's derived facts, written a batch at a time
 
     def refresh() -> None:
-        batch = stale[:]
+        refused = store.refresh(stale) if not dry_run else []
+        gone = {iri for iri, _ in refused}
+        report.failed.extend((iri, f"could not be written again: {why}") for iri, why in refused)
+        report.refreshed.extend(item.iri for item in stale if item.iri not in gone)
         stale.clear()
-        try:
-            if not dry_run:
-                store.refresh(batch)
-        except (RdfInputError, TraceInputError) as exc:  # these traces only, left as they are
-            report.failed.extend((iri, str(exc)) for iri, _ in batch)
-            return
-        report.refreshed.extend(iri for iri, _ in batch)
 
     for iri in store.trace_iris():
         try:
@@ -84,7 +80,8 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
                 if len(stored) != 1:
                     report.failed.append((iri, f"the graph holds {len(stored)} traces, not one"))
                     continue
-                stale.append((iri, stored[0][1]))
+                _, data = encode_trace(stored[0][1], iri=iri)  # a trace that cannot be written fails alone
+                stale.append(EncodedTrace(iri, data, data.count(b"\n")))
                 if len(stale) >= _REFRESH_BATCH:
                     refresh()
                 continue

@@ -425,6 +425,12 @@ class RemoteStore(TraceStore):
 
     # --- TraceStore ------------------------------------------------------------------------------------------
 
+    def _forget_derived_facts_version(self, iris: list[str]) -> None:
+        version = _iri_ref(v.slot_iri("derived_facts_version"))
+        for start in range(0, len(iris), 200):
+            graphs = " ".join(_iri_ref(check_trace_iri(iri)) for iri in iris[start:start + 200])
+            self.update(f"DELETE {{ GRAPH ?g {{ ?g {version} ?v }} }} WHERE {{ VALUES ?g {{ {graphs} }} GRAPH ?g {{ ?g {version} ?v }} }}")
+
     def delete(self, iri: str) -> bool:
         """DELETE the trace's graph; ``False`` when the server says it does not exist (404)."""
         _iri_ref(check_trace_iri(iri))
