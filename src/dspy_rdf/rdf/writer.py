@@ -273,7 +273,6 @@ class _Writer:
             self.lm_calls += 1
         if trace.request is not None:
             self.unoffered_calls(trace.request, f"{iri}/request", trace.response, f"{iri}/response")
-        if trace.request is not None:
             self.count_usage(trace.request.model, None, trace.response)
         elif trace.response is not None:
             self.count_response(trace.response)

@@ -72,22 +72,19 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
             if key is None:
                 report.other.append(iri)
                 continue
-            if not key.startswith(LEGACY_KEY_PREFIX):
-                if iri not in outdated:
-                    report.current += 1
-                    continue
-                stored = list(store.traces([iri]))
-                if len(stored) != 1:
-                    report.failed.append((iri, f"the graph holds {len(stored)} traces, not one"))
-                    continue
-                _, data = encode_trace(stored[0][1], iri=iri)  # a trace that cannot be written fails alone
-                stale.append(EncodedTrace(iri, data, data.count(b"\n")))
-                if len(stale) >= _REFRESH_BATCH:
-                    refresh()
+            legacy = key.startswith(LEGACY_KEY_PREFIX)
+            if not legacy and iri not in outdated:
+                report.current += 1
                 continue
             pairs = list(store.traces([iri]))
             if len(pairs) != 1:
                 report.failed.append((iri, f"the graph holds {len(pairs)} traces, not one"))
+                continue
+            if not legacy:
+                _, data = encode_trace(pairs[0][1], iri=iri)  # a trace that cannot be written fails alone
+                stale.append(EncodedTrace(iri, data, data.count(b"\n")))
+                if len(stale) >= _REFRESH_BATCH:
+                    refresh()
                 continue
             trace, base = pairs[0][1], iri[: -len(key)]
             new_iri = stored_form(trace, base=base, redactor=None)[0]
