@@ -121,8 +121,8 @@ def virtuoso_capped(tmp_path_factory: pytest.TempPathFactory):
 
 
 def clear_traces(store) -> None:
-    """Remove every trace graph of a remote store (never a server's own graphs)."""
-    names = store.trace_iris()
+    """Remove every trace graph of a remote store, and its ledger (never a server's own graphs)."""
+    names = store.trace_iris() + store.ledger_entries()
     for start in range(0, len(names), 500):
         store.update(" ;\n".join(f"DROP SILENT GRAPH <{name}>" for name in names[start:start + 500]))
 

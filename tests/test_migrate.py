@@ -89,11 +89,12 @@ def test_the_migrate_command_says_what_it_did_and_a_second_run_does_nothing(tmp_
         store.oxigraph.load(path=str(LEGACY), format=ox.RdfFormat.N_QUADS)
     assert main(["migrate", "--store", str(tmp_path / "store"), "--dry-run"]) == 0
     assert capsys.readouterr().out.strip().endswith(
-        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 already current"
+        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 already current, the ledger would be built again"
     )
     assert main(["migrate", "--store", str(tmp_path / "store"), "-v"]) == 0
     out = capsys.readouterr().out
     assert out.count("\nmoved ") + out.startswith("moved ") == 7 and out.count("merged urn:") == 13
+    assert out.strip().endswith("0 already current, 7 trace(s) counted into a new ledger")
     assert main(["migrate", "--store", str(tmp_path / "store")]) == 0
     assert capsys.readouterr().out.strip().endswith("7 graph(s) examined; 0 trace(s) moved to their new IRIs, 0 duplicate(s) merged into the trace they repeat, 0 given this release's derived facts, 7 already current")
 
@@ -246,3 +247,44 @@ def test_a_later_version_of_the_derived_facts_replaces_the_version_of_a_server_s
 
 def test_a_later_version_of_the_derived_facts_replaces_the_version_of_a_virtuoso_store(virtuoso_store, monkeypatch):
     _bumped_and_migrated(virtuoso_store, monkeypatch)
+
+
+# --- the ledger on servers: removals take figures out, migrate counts a store the ledger does not cover ---------
+
+LEDGER_QUERIES = [query for query in (get_query(name) for name in ("tokens_per_model", "part_kinds", "finish_reasons", "tool_calls_per_tool", "tools_offered_never_called"))]
+
+
+def _ledger_answers_equal_the_triples(store: TraceStore) -> None:
+    for query in LEDGER_QUERIES:
+        assert query.scan is not None
+        params = {"framework_tools": "1"} if any(p.name == "framework_tools" for p in query.parameters) else {}
+        triples = QueryResult.from_json(store.select(bind_parameters(dataclasses.replace(query, text=query.scan), params)))
+        assert triples.rows or query.name == "tools_offered_never_called", query.name  # the bundled traces call every tool they offer
+        assert run_query(store, query.name, params).rows == triples.rows, query.name
+
+
+def _ledger_follows_removals_and_migrate(store: TraceStore) -> None:
+    from dspy_rdf.canonical.identity import DEFAULT_BASE
+    from dspy_rdf.store.base import encode_traces
+
+    traces = _traces()
+    written = store.put(traces[: len(traces) // 2]).written
+    for iri in written[::3]:
+        assert store.delete(iri)
+    assert store.ledger_is_current()
+    _ledger_answers_equal_the_triples(store)
+    # traces written without their figures: the queries read the triples until migrate counts every trace
+    store.put(dataclasses.replace(item, figures=None) for item in encode_traces(traces[len(traces) // 2 :], base=DEFAULT_BASE) if not isinstance(item, tuple))
+    assert not store.ledger_is_current()
+    _ledger_answers_equal_the_triples(store)
+    assert migrate_store(store).ledger_traces == len(store.trace_iris())
+    assert store.ledger_is_current() and len(store.ledger_entries()) == 1
+    _ledger_answers_equal_the_triples(store)
+
+
+def test_the_ledger_of_an_oxigraph_server_follows_removals_and_migrate(remote_store):
+    _ledger_follows_removals_and_migrate(remote_store)
+
+
+def test_the_ledger_of_a_virtuoso_store_follows_removals_and_migrate(virtuoso_store):
+    _ledger_follows_removals_and_migrate(virtuoso_store)

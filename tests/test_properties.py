@@ -44,7 +44,10 @@ from dspy_rdf import (
     trace_to_json,
     validate_traces,
 )
-from dspy_rdf.analytics.catalog import bind_parameters, get_query
+from dspy_rdf.analytics.catalog import bind_parameters, get_query, list_queries
+from dspy_rdf.rdf.formats import encode_trace_figures
+from dspy_rdf.rdf.writer import TraceFigures, stored_form
+from dspy_rdf.store.ledger import Ledger
 from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
@@ -611,3 +614,39 @@ def test_the_exception_facts_give_the_rows_of_the_queries_over_raw_triples(value
         # an orphan result's tool is one of its parts' names, whichever SAMPLE() meets first
         sampled = "tool" if path.stem == "orphan_tool_results" else None
         assert _rows(store, bind_parameters(canned, params), sampled) == _rows(store, bind_parameters(raw, params), sampled), path.stem
+
+
+# --- the store's ledger gives the rows of the queries over the triples -----------------------------------------
+
+LEDGER_QUERIES = [query for query in list_queries() if query.scan is not None]
+
+
+@_settings(200)
+@given(values=st.lists(st.one_of(EXCEPTION_JSON, ANY_DSPY33_JSON), min_size=1, max_size=4), data=st.data())
+def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data):
+    """Each query that adds up the store's ledger gives the rows its scan version gives over the triples, for
+    generated traces, after some of them are removed (their graphs dropped, their figures taken out by an entry of
+    their own) too."""
+    traces = [read(as_dspy_writes_timestamps(value)) for value in values]
+    store = ox.Store()
+    written: dict[str, TraceFigures] = {}
+    entry = Ledger()
+    for trace in traces:
+        iri, stored, digest = stored_form(trace)
+        nquads, figures = encode_trace_figures(stored, iri=iri, digest=digest)
+        if iri not in written:
+            written[iri] = figures
+            entry.add(figures)
+            store.load(nquads, ox.RdfFormat.N_QUADS)
+    store.load(entry.nquads()[1], ox.RdfFormat.N_QUADS)
+    removed = data.draw(st.lists(st.sampled_from(sorted(written)), unique=True, max_size=len(written) - 1), label="removed")
+    if removed:
+        taken = Ledger()
+        for iri in removed:
+            store.remove_graph(ox.NamedNode(iri))
+            taken.add(written[iri], sign=-1)
+        store.load(taken.nquads()[1], ox.RdfFormat.N_QUADS)
+    assert LEDGER_QUERIES
+    for query in LEDGER_QUERIES:
+        scan = dataclasses.replace(query, text=query.scan)
+        assert _rows(store, bind_parameters(query, {})) == _rows(store, bind_parameters(scan, {})), query.name

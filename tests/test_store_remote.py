@@ -107,8 +107,9 @@ def test_select_answers_equal_the_embedded_store(remote_store, tmp_path):
     remote_store.put(traces)
     queries = [resources.files("dspy_rdf.analytics").joinpath("queries", name).read_text() for name in ("part_kinds.rq", "tokens_per_model.rq", "tool_calls_per_tool.rq")]
     queries += [
-        "SELECT ?g ?p ?o WHERE { GRAPH ?g { ?g ?p ?o } } ORDER BY ?g ?p ?o",
-        "SELECT ?s (LANG(?o) AS ?lang) ?o WHERE { GRAPH ?g { ?s ?p ?o FILTER(isLiteral(?o)) } } ORDER BY ?s ?o LIMIT 200",
+        # the traces' graphs (each store's ledger entries have names of their own)
+        'SELECT ?g ?p ?o WHERE { GRAPH ?g { ?g ?p ?o } FILTER(!STRSTARTS(STR(?g), "urn:dspy-rdf:ledger:")) } ORDER BY ?g ?p ?o',
+        'SELECT ?s (LANG(?o) AS ?lang) ?o WHERE { GRAPH ?g { ?s ?p ?o FILTER(isLiteral(?o)) } FILTER(!STRSTARTS(STR(?g), "urn:dspy-rdf:ledger:")) } ORDER BY ?s ?o LIMIT 200',
     ]
     with EmbeddedStore(tmp_path / "embedded") as embedded:
         embedded.put(traces)
@@ -248,16 +249,17 @@ def test_persistent_errors_are_typed_with_status_and_body_excerpt():
         assert "after 3 attempts" in str(caught.value)
         assert isinstance(caught.value, StoreError)
 
+        # the Graph Store DELETE itself (delete reads the trace first, for the ledger)
         fake.script(Reply(404, body="no such graph"))
-        assert store.delete("urn:trace:1") is False
+        assert store._delete_graph("urn:trace:1") is False
         fake.script(Reply(204))
-        assert store.delete("urn:trace:1") is True
+        assert store._delete_graph("urn:trace:1") is True
         assert fake.requests[-1].method == "DELETE" and fake.requests[-1].path == "/store?graph=urn%3Atrace%3A1"
 
         fake.script(Reply(409, body="conflict"))  # 4xx other than 429: not retried
         before = len(fake.requests)
         with pytest.raises(RemoteHTTPError) as caught:
-            store.delete("urn:trace:1")
+            store._delete_graph("urn:trace:1")
         assert caught.value.status == 409 and len(fake.requests) == before + 1
 
 
@@ -546,9 +548,10 @@ def test_a_put_is_retried_and_its_body_is_n_triples():
         fake.script(EMPTY_RESULTS, Reply(503), Reply(201))
         report = store.put([trace], bulk=True)  # bulk is ignored remotely
     assert report.written == [iri]
-    assert [r.method for r in fake.requests] == ["POST", "PUT", "PUT"]
-    body = fake.requests[-1].body.decode()
-    assert fake.requests[-1].path.startswith("/store?graph=")
+    assert [r.method for r in fake.requests] == ["POST", "PUT", "PUT", "PUT"]  # the last: the batch's ledger entry
+    assert fake.requests[-1].path.startswith("/store?graph=urn%3Adspy-rdf%3Aledger%3A")
+    body = fake.requests[-2].body.decode()
+    assert fake.requests[-2].path.startswith("/store?graph=")
     assert sorted(body.splitlines()) == sorted(line.removesuffix(f" <{iri}> .\n") + " ." for line in lines)
 
 

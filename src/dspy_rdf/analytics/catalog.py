@@ -38,7 +38,7 @@ import csv
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
@@ -107,6 +107,9 @@ class NamedQuery:
     notes: str = ""
     unknown: tuple[str, ...] = ()
     """Columns whose unbound cells mean that the traces do not say (shown as ``unknown``, never as 0 or blank)."""
+    scan: str | None = None
+    """For a query that reads the store's ledger (:mod:`dspy_rdf.store.ledger`): the same query over the triples
+    (``queries/scan/``), run instead when the ledger does not cover every trace of the store."""
 
     def parameter(self, name: str) -> Parameter:
         for p in self.parameters:
@@ -179,11 +182,20 @@ def _parse(name: str, text: str) -> NamedQuery:
 
 def _library() -> dict[str, NamedQuery]:
     folder = resources.files("dspy_rdf.analytics") / "queries"
+    scans = {entry.name: entry.read_text(encoding="utf-8") for entry in (folder / "scan").iterdir() if entry.name.endswith(".rq")}
     out = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".rq"):
             name = entry.name[:-3]
-            out[name] = _parse(name, entry.read_text(encoding="utf-8"))
+            query = _parse(name, entry.read_text(encoding="utf-8"))
+            scan = scans.pop(entry.name, None)
+            if scan is not None:
+                if _parse(name, scan).parameters != query.parameters or _parse(name, scan).unknown != query.unknown:
+                    raise ValueError(f"query {name}: its scan/ version declares other parameters or unknown columns")
+                query = replace(query, scan=scan)
+            out[name] = query
+    if scans:
+        raise ValueError(f"queries/scan/{sorted(scans)[0]} is the scan version of no query")
     return out
 
 
@@ -580,6 +592,8 @@ def run_query(
     unknown: tuple[str, ...] = ()
     if _NAME.fullmatch(text):
         query = get_query(text)
+        if query.scan is not None and not store.ledger_is_current():
+            query = replace(query, text=query.scan)  # the ledger does not cover every trace: read the triples
         sparql, unknown = bind_parameters(query, params), query.unknown
     else:
         if params:

@@ -268,8 +268,10 @@ def run_migrate(args: argparse.Namespace) -> int:
     from dspy_rdf.store.migrate import migrate_store
 
     with open_store(args.store, create=False) as store:
-        with progress_bar(lambda: len(store.trace_iris()), unit=" graphs", desc="migrating") as progress:
-            report = migrate_store(store, dry_run=args.dry_run, progress=progress)
+        with progress_bar(lambda: len(store.trace_iris()), unit=" graphs", desc="migrating") as progress, progress_bar(
+            lambda: len(store.trace_iris()), unit=" traces", desc="counting the ledger"
+        ) as counting:
+            report = migrate_store(store, dry_run=args.dry_run, progress=progress, ledger_progress=counting)
         location = store.location
     would = "would be " if args.dry_run else ""
     if args.verbose:
@@ -289,6 +291,9 @@ def run_migrate(args: argparse.Namespace) -> int:
         parts.append(f"{len(report.other)} graph(s) not named by dspy-rdf left as they are")
     if report.failed:
         parts.append(f"{len(report.failed)} graph(s) that could not be migrated left as they are")
+    if report.ledger_traces is not None:
+        counted = "the ledger would be built again" if args.dry_run else f"{report.ledger_traces} trace(s) counted into a new ledger"
+        parts.append(counted)
     say(f"{'dry run: ' if args.dry_run else ''}store {location}: {report.examined} graph(s) examined; " + ", ".join(parts))
     return 1 if report.failed else 0
 

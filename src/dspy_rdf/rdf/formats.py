@@ -19,10 +19,10 @@ from dspy_rdf.rdf import RDF_SUFFIXES
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.reader import traces_from_quads
 from dspy_rdf.rdf.terms import rdflib_term
-from dspy_rdf.rdf.writer import trace_lines
+from dspy_rdf.rdf.writer import TraceFigures, trace_lines, write_trace
 from dspy_rdf.resources import jsonld_context_path
 
-__all__ = ["RdfFormat", "encode_trace", "parse_traces", "serialize_traces", "write_traces"]
+__all__ = ["RdfFormat", "encode_trace", "encode_trace_figures", "parse_traces", "serialize_traces", "write_traces"]
 
 
 class RdfFormat(enum.Enum):
@@ -143,8 +143,19 @@ def encode_trace(
     :class:`TraceInputError` naming the node and property of text that is not valid Unicode (a lone surrogate),
     which no RDF syntax can hold. ``iri`` and ``digest``: what :func:`~dspy_rdf.rdf.writer.stored_form` gave the trace."""
     iri, lines = trace_lines(trace, base=base, graph=graph, redactor=redactor, iri=iri, digest=digest)
+    return iri, _utf8(iri, lines)
+
+
+def encode_trace_figures(trace: m.Trace, *, iri: str, digest: str) -> tuple[bytes, TraceFigures]:
+    """A trace as it is stored (redacted already; its IRI and digest from :func:`~dspy_rdf.rdf.writer.stored_form`)
+    as N-Quads bytes (see :func:`encode_trace`), and what it adds to the store-wide figures a store's ledger sums."""
+    lines, figures = write_trace(trace, iri=iri, digest=digest)
+    return _utf8(iri, lines), figures
+
+
+def _utf8(iri: str, lines: list[str]) -> bytes:
     try:
-        return iri, "".join(lines).encode("utf-8")
+        return "".join(lines).encode("utf-8")
     except UnicodeEncodeError:
         for line in lines:
             try:

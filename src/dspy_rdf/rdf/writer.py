@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -27,7 +28,7 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor
 
-__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "part_ref_iri", "stored_form", "trace_lines"]
+__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ToolFigures", "TraceFigures", "UsageFigures", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
 
 DERIVED_FACTS_VERSION = 2
 """The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
@@ -128,6 +129,49 @@ def seconds_between(start: str, end: str) -> Decimal | None:
     return Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds).scaleb(-6)
 
 
+@dataclass(frozen=True)
+class UsageFigures:
+    """The LM calls of one trace that requested one model on one day, as its ``UsageSummary`` states them (a sum that
+    no call reports is 0 here: ``usage_calls`` and ``priced_calls`` say how many calls the sums are of)."""
+
+    lm_calls: int
+    priced_calls: int
+    usage_calls: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class TraceFigures:
+    """What one trace adds to the store-wide figures some canned queries read (:mod:`dspy_rdf.store.ledger` keeps
+    their sums), taken from the triples the writer writes for the trace, so that they count what the store holds:
+    ``usage`` by (model, day or None), the parts of each ``part_type`` (nested ones too), and the outputs of each
+    finish reason (None: not recorded) with how many of them were truncated."""
+
+    usage: dict[tuple[str, str | None], UsageFigures]
+    part_kinds: dict[str, int]
+    finish_reasons: dict[str | None, tuple[int, int]]
+    tools: dict[str, ToolFigures]
+    offered_tools: dict[str, int]
+    """Each tool a request offers (``dspy:tools``), with the number of requests offering it."""
+    framework_tools: tuple[str, ...]
+    """The tools DSPy's own modules added in the trace (``dspy:framework_tools``)."""
+
+
+@dataclass(frozen=True)
+class ToolFigures:
+    """The calls of one tool in one trace: ``asked_calls``, the calls asked for in tool-call parts (parts sharing a
+    call id are one call; a part without one is a call of its own), ``parts``, those parts, ``executions``, the tool
+    executions of program runs, and ``unasked_executions``, those that answer no part (a call of their own)."""
+
+    asked_calls: int
+    parts: int
+    executions: int
+    unasked_executions: int
+
+
 class _UsageGroup:
     """The LM calls of one trace that requested one model on one day (a ``UsageSummary``); sums stay None until a
     response reports the value."""
@@ -189,7 +233,8 @@ class _Writer:
     __slots__ = (
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
         "subtrees", "executions", "unasked_executions", "usage_calls", "priced_calls", "framework", "counted_parts",
-        "call_parts", "answered_parts", "refusals", "unoffered", "duplicated",
+        "call_parts", "answered_parts", "refusals", "unoffered", "duplicated", "part_kinds", "finish_reasons",
+        "offered", "tool_runs",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -219,6 +264,32 @@ class _Writer:
         self.refusals = 0
         self.unoffered: list[str] = []
         self.duplicated: list[str] = []
+        # For the store-wide figures (TraceFigures): parts by part_type, outputs by finish reason -> [outputs, truncated].
+        self.part_kinds: dict[str, int] = {}
+        self.finish_reasons: dict[str | None, list[int]] = {}
+        self.offered: dict[str, int] = {}  # tool name -> requests offering it
+        self.tool_runs: dict[str, list[int]] = {}  # tool name -> [executions, executions answering no part]
+
+    def figures(self) -> TraceFigures:
+        """What this trace adds to the store-wide figures (call once the trace is written)."""
+        usage = {
+            key: UsageFigures(
+                group.calls, group.priced, group.counted, group.input_tokens or 0, group.output_tokens or 0,
+                group.total_tokens or 0, group.cost if group.cost is not None else Decimal(0),
+            )
+            for key, group in self.usage.items()
+        }  # fmt: skip
+        reasons = {reason: (outputs, truncated) for reason, (outputs, truncated) in self.finish_reasons.items()}
+        asked: dict[str, set[str]] = {}  # tool -> its calls: call ids, and the nodes of parts without one
+        parts: dict[str, int] = {}
+        for node, name, call_id in self.call_parts:
+            asked.setdefault(name, set()).add(node if call_id is None else "id:" + call_id)
+            parts[name] = parts.get(name, 0) + 1
+        tools = {
+            name: ToolFigures(len(asked.get(name, ())), parts.get(name, 0), *self.tool_runs.get(name, (0, 0)))
+            for name in parts.keys() | self.tool_runs.keys()
+        }
+        return TraceFigures(usage, dict(self.part_kinds), reasons, tools, dict(self.offered), tuple(sorted(self.framework)))
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -415,6 +486,8 @@ class _Writer:
             add(f"{s} {P.metadata} {_j(request.metadata)}{t}")
         for i, message in enumerate(request.messages):
             self.message(message, f"{iri}/message/{i}", i, s)
+        for name in {tool.name for tool in request.tools}:
+            self.offered[name] = self.offered.get(name, 0) + 1
         for i, tool in enumerate(request.tools):
             child = f"{iri}/tool/{i}"
             add(f"{s} {P.tools} <{child}>{t}")
@@ -547,6 +620,11 @@ class _Writer:
                     self.count_usage(call.model, call.started_at, None)
         elif isinstance(call, m.ToolExecution):
             tc = call.tool_call
+            runs = self.tool_runs.get(tc.name)
+            if runs is None:
+                runs = self.tool_runs[tc.name] = [0, 0]
+            runs[0] += 1
+            runs[1] += call.answers is None
             if tc.name not in self.framework:
                 self.executions += 1
                 if call.answers is None:
@@ -675,6 +753,11 @@ class _Writer:
             if output.finish_reason is not None:
                 add(f"{os_} {P.finish_reason} {_s(output.finish_reason)}{t}")
             add(f"{os_} {P.truncated} {_TRUE if output.truncated else _FALSE}{t}")
+            reason = self.finish_reasons.get(output.finish_reason)
+            if reason is None:
+                reason = self.finish_reasons[output.finish_reason] = [0, 0]
+            reason[0] += 1
+            reason[1] += bool(output.truncated)
             if output.logprobs is not None:
                 add(f"{os_} {P.logprobs} {_j(output.logprobs)}{t}")
             if output.provider_data:
@@ -718,6 +801,7 @@ class _Writer:
             add(f"{parent} {link} {s}{t}")
             add(f"{s} {_TYPE} {C[type(part).__name__]}{t}")
             add(f"{s} {P.part_type} {_PART_TYPE_LITERAL[part.part_type]}{t}")
+            self.part_kinds[part.part_type] = self.part_kinds.get(part.part_type, 0) + 1
             add(f"{s} {P.position} {_int(i)}{t}")
             if part.metadata:
                 add(f"{s} {P.metadata} {_j(part.metadata)}{t}")
@@ -903,12 +987,19 @@ def trace_lines(
         if digest is None:
             with _unwritable(iri):
                 digest = content_digest(content_payload(trace))
+    lines, _ = write_trace(trace, iri=iri, digest=digest, graph=graph)
+    return iri, lines
+
+
+def write_trace(trace: m.Trace, *, iri: str, digest: str, graph: bool = True) -> tuple[list[str], TraceFigures]:
+    """The lines of :func:`trace_lines` for a trace as it is stored (redacted already, its IRI and digest known), and
+    what it adds to the store-wide figures (:class:`TraceFigures`)."""
     with _unwritable(iri):
         writer = _Writer(f" <{iri}> .\n" if graph else " .\n")
         writer.trace(trace, iri, digest)
     if max(map(len, writer.out), default=0) * 4 > MAX_LITERAL_BYTES:  # 4 bytes per character at most
         _refuse_long_literals(iri, writer.out)
-    return iri, writer.out
+    return writer.out, writer.figures()
 
 
 def _refuse_long_literals(iri: str, lines: list[str]) -> None:

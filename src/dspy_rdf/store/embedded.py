@@ -22,9 +22,14 @@ import pyoxigraph as ox
 
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, check_trace_iri, failed_query_message, term_json
+from dspy_rdf.store.ledger import LEDGER, Ledger
 
 __all__ = ["EmbeddedStore"]
 
+
+_FOLD_EVERY = 256
+"""The embedded store folds its ledger's entries into one after this many writes of an entry (live capture writes one
+per run), so that the queries over the ledger read a bounded number of rows between compactions."""
 
 _BULK_MIN_TRIPLES = 5_000
 """Embedded batches this large go through the bulk loader; smaller ones are a transaction, which writes no files."""
@@ -114,6 +119,7 @@ class EmbeddedStore(TraceStore):
                 ) from None
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
         self.read_only = read_only
+        self._entries_written = 0  # ledger entries written since the last fold (see _FOLD_EVERY)
         if not read_only:
             # Index files of a bulk batch that a killed export built but never ingested: never part of the store,
             # only disk space. Holding the write lock, no other process can be building such files now.
@@ -144,6 +150,11 @@ class EmbeddedStore(TraceStore):
                 self._store.load(data, ox.RdfFormat.N_QUADS, lenient=True)
         except OSError as exc:
             raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
+        if batch and batch[-1].iri.startswith(LEDGER):
+            self._entries_written += 1
+            if self._entries_written >= _FOLD_EVERY:
+                self._entries_written = 0
+                self.fold_ledger()
         return []  # pyoxigraph keeps every term the writer writes
 
     def _stored(self, iris: list[str]) -> set[str]:
@@ -202,12 +213,32 @@ class EmbeddedStore(TraceStore):
             for quad in list(self._store.quads_for_pattern(graph, version, None, graph)):
                 self._store.remove(quad)
 
-    def delete(self, iri: str) -> bool:
+    def _delete_graph(self, iri: str) -> bool:
         graph = ox.NamedNode(check_trace_iri(iri))
         if not self._store.contains_named_graph(graph):
             return False
         self._store.remove_graph(graph)
         return True
+
+    def _delete_with_entry(self, iri: str, removed: Ledger) -> bool:
+        if not self._store.contains_named_graph(ox.NamedNode(check_trace_iri(iri))):
+            return False
+        self._update([iri], removed)
+        return True
+
+    def _replace_ledger(self, old: list[str], ledger: Ledger) -> None:
+        self._update(old, ledger)
+
+    def _update(self, drop: list[str], entry: Ledger) -> None:
+        """Remove the graphs ``drop`` and write the ledger entry ``entry`` in one transaction."""
+        steps = [f"DROP SILENT GRAPH <{name}>" for name in drop]
+        if entry:
+            graph, data = entry.nquads(quads=False)
+            steps.append(f"INSERT DATA {{ GRAPH <{graph}> {{ {data.decode('utf-8')} }} }}")
+        try:
+            self._store.update(" ;\n".join(steps))
+        except OSError as exc:
+            raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
 
     def dump(self, handle: BinaryIO, *, traces: list[str] | None = None, trig: bool = False) -> int:
         fmt = ox.RdfFormat.TRIG if trig else ox.RdfFormat.N_QUADS
@@ -224,6 +255,7 @@ class EmbeddedStore(TraceStore):
     def optimize(self) -> None:
         """Compact the store's files (RocksDB compaction). Worth it after large loads, above all ``bulk`` ones: on
         100k LM calls it made canned queries 2 to 5 times faster (``docs/benchmarks.md``)."""
+        self.fold_ledger()  # its rows are read by every query over the ledger: one entry instead of one per batch
         try:
             self._store.optimize()
         except OSError as exc:

@@ -10,6 +10,8 @@ same new IRI: the first one written is kept and the others removed (``merged``).
 release's key but written with the derived facts of an earlier version (:data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`:
 the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
 (``refreshed``). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
+Last, when the store's ledger (:mod:`dspy_rdf.store.ledger`) does not cover every trace, every trace is counted into
+it again (``ledger_traces``), so that the canned queries that add up every execution read it instead of the triples.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class MigrationReport:
     current: int = 0
     other: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    ledger_traces: int | None = None
+    """The traces counted into a new ledger (``None``: the ledger was current; with ``dry_run``, ``-1``: it is not)."""
 
     @property
     def examined(self) -> int:
@@ -49,9 +53,16 @@ class MigrationReport:
         return len(self.moved) + len(self.merged) + len(self.refreshed) + self.current + len(self.other) + len(self.failed)
 
 
-def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callable[[int], None] | None = None) -> MigrationReport:
-    """Bring ``store`` to this release's trace keys and derived facts (see the module docstring); ``progress`` is
-    called with 1 for each graph examined. Nothing is redacted: each trace is written as it was stored."""
+def migrate_store(
+    store: TraceStore,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+    ledger_progress: Callable[[int], None] | None = None,
+) -> MigrationReport:
+    """Bring ``store`` to this release's trace keys, derived facts and ledger (see the module docstring); ``progress``
+    is called with 1 for each graph examined, ``ledger_progress`` with 1 for each trace counted into the ledger.
+    Nothing is redacted: each trace is written as it was stored."""
     from dspy_rdf.rdf.writer import stored_form
 
     report = MigrationReport()
@@ -107,4 +118,6 @@ def migrate_store(store: TraceStore, *, dry_run: bool = False, progress: Callabl
                 progress(1)
     if stale:
         refresh()
+    if not store.ledger_is_current():
+        report.ledger_traces = -1 if dry_run else store.rebuild_ledger(progress=ledger_progress)
     return report

@@ -431,8 +431,8 @@ class RemoteStore(TraceStore):
             graphs = " ".join(_iri_ref(check_trace_iri(iri)) for iri in iris[start:start + 200])
             self.update(f"DELETE {{ GRAPH ?g {{ ?g {version} ?v }} }} WHERE {{ VALUES ?g {{ {graphs} }} GRAPH ?g {{ ?g {version} ?v }} }}")
 
-    def delete(self, iri: str) -> bool:
-        """DELETE the trace's graph; ``False`` when the server says it does not exist (404)."""
+    def _delete_graph(self, iri: str) -> bool:
+        """DELETE the graph; ``False`` when the server says it does not exist (404)."""
         _iri_ref(check_trace_iri(iri))
         response = self._http.request("DELETE", self._graph_url(iri), idempotent=True, ok_statuses=(404,))
         return response.status_code != 404

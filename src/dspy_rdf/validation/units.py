@@ -291,12 +291,14 @@ def store_graphs(store: TraceStore, traces: list[str] | None = None) -> list[Tra
     some traces or views (a view by its graph's name); one that is in none raises
     :class:`~dspy_rdf.store.StoreError`."""
     from dspy_rdf.store import EmbeddedStore, StoreError
+    from dspy_rdf.store.ledger import LEDGER
 
     names = store.trace_iris()
     shared = set(store.graphs_with_several_traces())
     alone = [name for name in names if name not in shared]
     known = set(names)
-    others = [name for name in store.graph_names() if name not in known]
+    # the store's ledger (its own index, dspy_rdf.store.ledger) is neither a trace nor another graph of the user's
+    others = [name for name in store.graph_names() if name not in known and not name.startswith(LEDGER)]
     views = sorted(store.graphs_using(others, PROV_NAMESPACE))
     if isinstance(store, EmbeddedStore):  # read in place, in this process's pyoxigraph
         oxigraph = store.oxigraph
