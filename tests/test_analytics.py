@@ -40,6 +40,7 @@ from dspy_rdf.inputs import read_traces
 from dspy_rdf.rdf.writer import trace_lines
 from dspy_rdf.sources.tracejson import trace_from_json
 from dspy_rdf.store import EmbeddedStore
+from dspy_rdf.store.ledger import reads_maxima, stale_maxima
 from dspy_rdf.store.remote import RemoteStore
 
 DATA = Path(__file__).parent / "data"
@@ -686,6 +687,8 @@ LEDGER_PARAMS = [
     ("tool_calls_per_tool", {"tool": "finish", "framework_tools": "1"}), ("tool_calls_per_tool", {"tool": HOSTILE[0]}),
     ("tools_offered_never_called", {}), ("tools_offered_never_called", {"framework_tools": "1"}),
     ("tools_offered_never_called", {"tool": "finish", "framework_tools": "1"}),
+    ("tool_error_rate", {}), ("tool_error_rate", {"framework_tools": "1"}), ("tool_error_rate", {"tool": "divide"}),
+    ("lm_calls_per_module", {}), ("lm_calls_per_module", {"module_class": "Predict"}), ("lm_calls_per_module", {"module_class": "dspy.predict.predict.Predict"}),
 ]  # fmt: skip
 
 
@@ -744,6 +747,67 @@ def test_the_ledger_follows_removals_and_folding_and_a_dump_loaded_again(traces,
         assert ledger_answers(again) == answers
 
 
+def test_removing_the_longest_call_of_a_module_leaves_its_maximum_to_the_triples_until_migrate(traces, tmp_path):
+    """A maximum cannot be taken out of the ledger: once every trace holding the longest LM call of a module is
+    removed, lm_calls_per_module reads the triples (the other queries still read the ledger), and migrate counts the
+    store again."""
+    from dspy_rdf.rdf.formats import encode_trace_figures
+    from dspy_rdf.store.migrate import migrate_store
+
+    with EmbeddedStore(tmp_path / "db") as store:
+        store.put(traces)
+        longest = {iri: figures.modules["Predict"].max_seconds for iri, trace in store.traces()
+                   if "Predict" in (figures := encode_trace_figures(trace, iri=iri, digest="")[1]).modules}  # fmt: skip
+        top = max(longest.values())
+        holders = [iri for iri, seconds in longest.items() if seconds == top]
+        for iri in holders[:-1]:
+            store.delete(iri)
+        assert store.ledger_is_current(maxima=True)  # one trace still holds it
+        store.delete(holders[-1])
+        assert store.ledger_is_current() and not store.ledger_is_current(maxima=True)
+        rows = run_query(store, "lm_calls_per_module").rows
+        assert rows == over_triples(store, "lm_calls_per_module", {}).rows
+        assert dict((row[0], row[-1]) for row in rows)["Predict"] < top
+        store.optimize()  # folding keeps what was removed
+        assert not store.ledger_is_current(maxima=True)
+        assert migrate_store(store).ledger_traces == len(store.trace_iris())
+        assert store.ledger_is_current(maxima=True)
+        assert run_query(store, "lm_calls_per_module").rows == rows
+
+
+def test_a_ledger_of_another_version_is_not_read_until_migrate_counts_the_store_again(traces, tmp_path):
+    """An entry written by a release that kept other figures (here: no version) would answer as if the figures it
+    lacks were none: the queries read the triples, folding leaves it, and migrate counts the store again."""
+    import pyoxigraph as ox
+
+    from dspy_rdf.store.ledger import LEDGER
+    from dspy_rdf.store.migrate import migrate_store
+
+    with EmbeddedStore(tmp_path / "db") as store:
+        store.put(traces[:5])
+        store.put(traces[5:])
+        entries = store.ledger_entries()
+        assert len(entries) == 2 and store.ledger_is_current()
+        version = ox.NamedNode(f"{LEDGER}version")
+        for quad in list(store.oxigraph.quads_for_pattern(ox.NamedNode(entries[0]), version, None, ox.NamedNode(entries[0]))):
+            store.oxigraph.remove(quad)
+        assert not store.ledger_is_current()
+        assert store.stats()["ledger_uncounted"] == len(store.trace_iris())
+        assert store.fold_ledger() == 0 and store.ledger_entries() == entries
+        assert ledger_answers(store) == {f"{name} {params}": over_triples(store, name, params).rows for name, params in LEDGER_PARAMS}
+        assert migrate_store(store).ledger_traces == len(store.trace_iris())
+        assert store.ledger_is_current() and store.stats()["ledger_uncounted"] == 0
+
+
+def test_which_maxima_are_stale():
+    kept = [{"module": "Predict", "value": "2.5", "holders": "2", "removed": "0"}, {"module": "Predict", "value": "1.0", "holders": "7", "removed": "0"}]
+    assert stale_maxima(kept) == []
+    assert stale_maxima(kept + [{"module": "Predict", "value": "2.50", "holders": "1", "removed": "1"}]) == []
+    assert stale_maxima(kept + [{"module": "Predict", "value": "2.5", "holders": "1", "removed": "1"}] * 2) == ["Predict"]
+    assert stale_maxima(kept + [{"module": "Predict", "value": "1.0", "holders": "7", "removed": "1"}]) == []
+    assert reads_maxima(get_query("lm_calls_per_module").text) and not reads_maxima(get_query("tokens_per_model").text)
+
+
 def test_a_store_without_a_current_ledger_is_read_from_its_triples_until_migrate_counts_it(traces, tmp_path, monkeypatch):
     """Traces written without their figures (an earlier release, another writer) leave the ledger behind: the
     queries then read the triples, and give the same rows; migrate counts every trace into a new ledger."""
@@ -756,12 +820,14 @@ def test_a_store_without_a_current_ledger_is_read_from_its_triples_until_migrate
         store.put(traces[:half])
         store.put(dataclasses.replace(item, figures=None) for item in encode_traces(traces[half:], base=DEFAULT_BASE) if not isinstance(item, tuple))
         assert not store.ledger_is_current()
+        assert store.stats()["ledger_uncounted"] == len(traces) - half  # stats says how far the ledger is behind
         before = {f"{name} {params}": over_triples(store, name, params).rows for name, params in LEDGER_PARAMS}
         assert ledger_answers(store) == before
         assert migrate_store(store, dry_run=True).ledger_traces == -1
         report = migrate_store(store)
         assert report.ledger_traces == len(store.trace_iris())
         assert store.ledger_is_current() and len(store.ledger_entries()) == 1
+        assert store.stats()["ledger_uncounted"] == 0
         assert ledger_answers(store) == before
         assert migrate_store(store).ledger_traces is None  # current: nothing to count
 
@@ -1410,8 +1476,12 @@ def test_every_query_gives_the_same_answer_on_another_engine(store, rdflib_datas
 
 # --- one answer everywhere --------------------------------------------------------------------------------
 
-PARITY_VALUES = {"tool": ["add", "divide", HOSTILE[0], HOSTILE[5]], "model": ["openai/gpt-4o-mini", "dummy", HOSTILE[1], HOSTILE[7]]}
-"""Values bound to the ``tool`` and ``model`` parameters in the parity test (each is found in the test traces)."""
+PARITY_VALUES = {
+    "tool": ["add", "divide", HOSTILE[0], HOSTILE[5]], "model": ["openai/gpt-4o-mini", "dummy", HOSTILE[1], HOSTILE[7]],
+    "module_class": ["Predict", HOSTILE[3]],
+}  # fmt: skip
+"""Values bound to the ``tool``, ``model`` and ``module_class`` parameters in the parity test (each is found in the test
+traces)."""
 
 
 def parity_cases() -> list[tuple[str, dict[str, str]]]:

@@ -47,7 +47,7 @@ from dspy_rdf import (
 from dspy_rdf.analytics.catalog import bind_parameters, get_query, list_queries
 from dspy_rdf.rdf.formats import encode_trace_figures
 from dspy_rdf.rdf.writer import TraceFigures, stored_form
-from dspy_rdf.store.ledger import Ledger
+from dspy_rdf.store.ledger import STALE_MAXIMUM, Ledger, reads_maxima, stale_maxima
 from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
@@ -647,6 +647,9 @@ def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data)
             taken.add(written[iri], sign=-1)
         store.load(taken.nquads()[1], ox.RdfFormat.N_QUADS)
     assert LEDGER_QUERIES
+    stale = stale_maxima({var.value: term.value for var, term in zip(row.variables, row) if term is not None} for row in store.query(STALE_MAXIMUM))  # type: ignore[union-attr]
     for query in LEDGER_QUERIES:
+        if stale and reads_maxima(query.text):
+            continue  # a maximum whose holders were removed: the catalog reads the triples (the scan version)
         scan = dataclasses.replace(query, text=query.scan)
         assert _rows(store, bind_parameters(query, {})) == _rows(store, bind_parameters(scan, {})), query.name

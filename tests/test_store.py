@@ -131,6 +131,7 @@ def test_stats_count_what_the_traces_hold(store):
         "cost": pytest.approx(sum(priced)),
         "triples": triples,
         "to_migrate": 0,
+        "ledger_uncounted": 0,
     }
     assert store.stats()["tool_results"] == sum(sum(1 for line in trace_lines(t)[1] if "/LMToolResultPart>" in line) for t in traces)
 

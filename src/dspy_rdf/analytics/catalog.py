@@ -591,8 +591,10 @@ def run_query(
     text = name_or_sparql.strip()
     unknown: tuple[str, ...] = ()
     if _NAME.fullmatch(text):
+        from dspy_rdf.store.ledger import reads_maxima
+
         query = get_query(text)
-        if query.scan is not None and not store.ledger_is_current():
+        if query.scan is not None and not store.ledger_is_current(maxima=reads_maxima(query.text)):
             query = replace(query, text=query.scan)  # the ledger does not cover every trace: read the triples
         sparql, unknown = bind_parameters(query, params), query.unknown
     else:

@@ -35,7 +35,7 @@ from dspy_rdf.analytics.catalog import UNKNOWN, QueryResult, get_query, run_quer
 from dspy_rdf.canonical.errors import ReportError
 from dspy_rdf.canonical.identity import key_of_iri
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
-from dspy_rdf.store import TraceStore
+from dspy_rdf.store import QUIET_STATS, TraceStore
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -402,7 +402,7 @@ def _page(store: TraceStore) -> tuple[str, dict[str, bytes]]:
         content = _table(result) if result.rows else "<p>No rows.</p>"
         question = html.escape(get_query(section.query).question)
         sections.append(f"<section><h2>{html.escape(section.title)}</h2><p class=q>{question}</p>{picture}{content}</section>")
-    counts = {k: v for k, v in store.stats().items() if k != "to_migrate" or v}
+    counts = {k: v for k, v in store.stats().items() if k not in QUIET_STATS or v}
     summary = "".join(
         f"<tr><th>{html.escape(k.replace('_', ' '))}</th><td class=n>{UNKNOWN if v is None else html.escape(format_value(k, v))}</td></tr>"
         for k, v in counts.items()

@@ -236,11 +236,11 @@ def run_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(counts))
     else:
-        from dspy_rdf.store import STATS
+        from dspy_rdf.store import QUIET_STATS, STATS
 
         say(f"store: {location}")
         for name, value in counts.items():
-            if name == "to_migrate" and not value:
+            if name in QUIET_STATS and not value:
                 continue
             shown = "unknown" if value is None else format(value, ".6g") if isinstance(value, float) else f"{value:,}"
             print(f"{shown:>12}  {STATS.get(name, name)}")

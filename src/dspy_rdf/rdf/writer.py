@@ -28,7 +28,7 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor
 
-__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ToolFigures", "TraceFigures", "UsageFigures", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
+__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "UsageFigures", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
 
 DERIVED_FACTS_VERSION = 2
 """The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
@@ -154,10 +154,27 @@ class TraceFigures:
     part_kinds: dict[str, int]
     finish_reasons: dict[str | None, tuple[int, int]]
     tools: dict[str, ToolFigures]
+    tool_results: dict[str, tuple[int, int]]
+    """Each tool's calls that got a result (a tool-result part answering it, or an execution), and how many of those
+    failed (an error result, or an execution that raised): ``(results, errors)``."""
+    modules: dict[str, ModuleFigures]
+    """The LM calls each kind of module made directly, by the class of the module call they are made in ("": none)."""
     offered_tools: dict[str, int]
     """Each tool a request offers (``dspy:tools``), with the number of requests offering it."""
     framework_tools: tuple[str, ...]
     """The tools DSPy's own modules added in the trace (``dspy:framework_tools``)."""
+
+
+@dataclass(frozen=True)
+class ModuleFigures:
+    """The LM calls made directly in one kind of module in one trace: how many, how many have a duration, the sum of
+    their durations and the longest (a call without a duration counting as 0), in seconds as written
+    (``dspy:duration``)."""
+
+    lm_calls: int
+    timed_calls: int
+    total_seconds: Decimal
+    max_seconds: Decimal
 
 
 @dataclass(frozen=True)
@@ -234,7 +251,7 @@ class _Writer:
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
         "subtrees", "executions", "unasked_executions", "usage_calls", "priced_calls", "framework", "counted_parts",
         "call_parts", "answered_parts", "refusals", "unoffered", "duplicated", "part_kinds", "finish_reasons",
-        "offered", "tool_runs",
+        "offered", "tool_runs", "failed_results", "tool_executions", "module_of", "module_calls",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -269,6 +286,10 @@ class _Writer:
         self.finish_reasons: dict[str | None, list[int]] = {}
         self.offered: dict[str, int] = {}  # tool name -> requests offering it
         self.tool_runs: dict[str, list[int]] = {}  # tool name -> [executions, executions answering no part]
+        self.failed_results: set[str] = set()  # the tool-result parts that are errors
+        self.tool_executions: list[tuple[str, str, str | None, bool]] = []  # (node, tool, part it answers, failed)
+        self.module_of: dict[int, str] = {}  # position of a module call -> its module class
+        self.module_calls: dict[str, ModuleFigures] = {}  # module class ("": none) -> its direct LM calls
 
     def figures(self) -> TraceFigures:
         """What this trace adds to the store-wide figures (call once the trace is written)."""
@@ -289,7 +310,28 @@ class _Writer:
             name: ToolFigures(len(asked.get(name, ())), parts.get(name, 0), *self.tool_runs.get(name, (0, 0)))
             for name in parts.keys() | self.tool_runs.keys()
         }
-        return TraceFigures(usage, dict(self.part_kinds), reasons, tools, dict(self.offered), tuple(sorted(self.framework)))
+        return TraceFigures(usage, dict(self.part_kinds), reasons, tools, self.result_figures(), dict(self.module_calls), dict(self.offered), tuple(sorted(self.framework)))
+
+    def result_figures(self) -> dict[str, tuple[int, int]]:
+        """The calls of each tool that got a result, and those that failed, as the trace's triples tell them: a call
+        is its tool (the name of the part asked, or of the execution) and its call id (else the part asked, else the
+        execution), answered by the tool-result parts with that call id (dspy:answers) and by executions."""
+        asked = {node: (name, call_id) for node, name, call_id in self.call_parts}
+        calls: dict[tuple[str, str], bool] = {}  # (tool, call) -> failed
+        for result, call_id in self.tool_results:
+            if call_id is not None:
+                for part in self.tool_calls.get(call_id, ()):
+                    call = (asked[part][0], "id:" + call_id)
+                    calls[call] = calls.get(call, False) or result in self.failed_results
+        for node, tool, answered, failed in self.tool_executions:
+            answered_id = asked.get(answered, ("", None))[1] if answered is not None else None
+            call = (tool, "id:" + answered_id if answered_id is not None else answered or node)
+            calls[call] = calls.get(call, False) or failed
+        out: dict[str, tuple[int, int]] = {}
+        for (tool, _), failed in calls.items():
+            results, errors = out.get(tool, (0, 0))
+            out[tool] = (results + 1, errors + failed)
+        return out
 
     # Each method writes one node and returns nothing; ``s`` is the node's IRI in N-Quads form.
 
@@ -299,6 +341,7 @@ class _Writer:
         s = _iri(iri)
         own_tools = framework_tools(trace)
         self.framework = frozenset(own_tools)
+        self.module_of = {i: call.module_class for i, call in enumerate(trace.calls) if isinstance(call, m.ModuleCall)}
         add(f"{s} {_TYPE} {C['Trace']}{t}")
         add(f"{s} {P.content_digest} {_s(digest)}{t}")
         add(f"{s} {P.source_kind} {_s(trace.source_kind)}{t}")
@@ -532,6 +575,7 @@ class _Writer:
         add(f"{s} {_TYPE} {C[type(call).__name__]}{t}")
         add(f"{s} {P.position} {_int(position)}{t}")
         add(f"{s} {P.started_at} {_s(call.started_at)}{_DATETIME_DT}{t}")
+        duration = None
         if call.ended_at is not None:
             add(f"{s} {P.ended_at} {_s(call.ended_at)}{_DATETIME_DT}{t}")
             duration = seconds_between(call.started_at, call.ended_at)
@@ -609,6 +653,12 @@ class _Writer:
                     add(f"{es} {P.example} {_j(training.example)}{t}")
             self.subtrees.append((position, s))
         elif isinstance(call, m.LMCall):
+            module = self.module_of.get(call.parent_call, "") if call.parent_call is not None else ""
+            seconds = duration if duration is not None else Decimal(0)  # as the query reads it: COALESCE(?seconds, 0)
+            made = self.module_calls.get(module)
+            self.module_calls[module] = ModuleFigures(1, int(duration is not None), seconds, seconds) if made is None else ModuleFigures(
+                made.lm_calls + 1, made.timed_calls + (duration is not None), made.total_seconds + seconds, max(made.max_seconds, seconds)
+            )  # fmt: skip
             if call.model is not None:
                 add(f"{s} {P.model} {_s(call.model)}{t}")
             if call.entry is not None:
@@ -656,10 +706,13 @@ class _Writer:
                     add(f"{rs} {P.provider_data} {_j(r.provider_data)}{t}")
                 if r.metadata:
                     add(f"{rs} {P.metadata} {_j(r.metadata)}{t}")
+            answered_part = None
             if (answered := call.answers) is not None:
                 answered_part = f"<{part_ref_iri(trace_iri, answered)}>"
                 self.answered_parts.add(answered_part)
                 add(f"{s} {P.answers} {answered_part}{t}")
+            failed = (r is not None and r.is_error is True) or call.error is not None
+            self.tool_executions.append((s, tc.name, answered_part, failed))
             if call.decided_by is not None:
                 add(f"{s} {P.decided_by} <{trace_iri}/call/{call.decided_by}>{t}")
             if call.pairing is not None:
@@ -825,6 +878,8 @@ class _Writer:
                     add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
             elif part.part_type == "tool_result":
                 self.tool_results.append((s, part.call_id))
+                if part.is_error:
+                    self.failed_results.add(s)
                 if part.call_id is not None:
                     add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
                 if part.name is not None:

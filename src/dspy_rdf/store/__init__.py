@@ -17,6 +17,7 @@ from typing import Protocol
 from dspy_rdf.plugins import STORES_GROUP, load_plugin, plugin_names
 from dspy_rdf.store.base import (
     DEFAULT_STORE,
+    QUIET_STATS,
     STATS,
     STORE_ENV,
     EncodedTrace,
@@ -34,6 +35,7 @@ from dspy_rdf.store.embedded import EmbeddedStore
 
 __all__ = [
     "DEFAULT_STORE",
+    "QUIET_STATS",
     "STATS",
     "STORE_ENV",
     "EmbeddedStore",

@@ -34,7 +34,7 @@ from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace_figures, parse_traces
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, stored_form
-from dspy_rdf.store.ledger import LEDGER, LEDGER_GRAPHS, Ledger, ledger_rows_query
+from dspy_rdf.store.ledger import ENTRIES, LEDGER, STALE_MAXIMUM, Ledger, entry_query, stale_maxima
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +44,7 @@ __all__ = [
     "STORE_ENV",
     "EncodedTrace",
     "PutReport",
+    "QUIET_STATS",
     "STATS",
     "SparqlJson",
     "StoreError",
@@ -136,8 +137,11 @@ STATS = {
     "cost": "cost in US dollars (of those calls; unknown when none reports it)",
     "triples": "triples",
     "to_migrate": "traces written by an earlier release, without this release's keys or derived facts (run dspy-rdf migrate)",
+    "ledger_uncounted": "traces by which the ledger's count differs from the store's: the queries that add up every execution read the triples (run dspy-rdf migrate)",
 }
 """What :meth:`TraceStore.stats` counts, in words."""
+QUIET_STATS = frozenset({"to_migrate", "ledger_uncounted"})
+"""The counts of :data:`STATS` worth showing only when they are not 0 (something to do)."""
 
 _STATS_SUMS = {
     "lm_calls": "lm_call_count", "tool_calls": "tool_call_count", "tool_executions": "tool_execution_count",
@@ -464,22 +468,38 @@ class TraceStore(ABC):
         return [EncodedTrace(graph, data, data.count(b"\n"))]
 
     def ledger(self) -> Ledger:
-        """The sum of every entry of the ledger."""
-        rows = self.select(ledger_rows_query())["results"]["bindings"]
-        return Ledger.from_rows({name: term["value"] for name, term in row.items()} for row in rows)
+        """The sum of every entry of the ledger, read one entry at a time (memory: one entry, whatever their number)."""
+        total = Ledger()
+        for entry in self.ledger_entries():
+            rows = self.select(entry_query(entry))["results"]["bindings"]
+            total.merge(Ledger.from_rows(entry, ({name: term["value"] for name, term in row.items()} for row in rows)))
+        return total
 
     def ledger_entries(self) -> list[str]:
         """Names of the ledger's graphs, sorted."""
         return self._graph_names(f"GRAPH ?g {{ ?g <{LEDGER}entry_traces> ?n }}")
 
-    def ledger_is_current(self) -> bool:
-        """Whether the ledger covers every trace of the store (as many traces as the store holds), so that the canned
-        queries can read it instead of the triples. Two counts: about 10 ms per 40,000 traces on the embedded store."""
-        covered = self.select(f"SELECT (SUM(?n) AS ?covered) WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n }} }}")
-        rows = covered["results"]["bindings"]
-        value = term_value(rows[0].get("covered")) if rows else 0
+    def ledger_is_current(self, *, maxima: bool = False) -> bool:
+        """Whether the ledger covers every trace of the store (as many traces as the store holds) with the figures of
+        this release (:data:`~dspy_rdf.store.ledger.LEDGER_VERSION`), so that the canned queries can read it instead of
+        the triples: two counts (about 10 ms per 40,000 traces on the embedded store) and a look at the entries.
+        With ``maxima``, also whether its maxima are known (no removals took away every trace holding the largest
+        value kept), for a query that reads them."""
         traces = self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }}", "n")
-        return int(value or 0) == int(traces["n"]["value"])
+        covered, outdated = self._ledger_state()
+        if outdated or covered != int(traces["n"]["value"]):
+            return False
+        if not maxima:
+            return True
+        rows = self.select(STALE_MAXIMUM)["results"]["bindings"]
+        return not stale_maxima({name: term["value"] for name, term in row.items()} for row in rows)
+
+    def _ledger_state(self) -> tuple[int, bool]:
+        """The number of traces the ledger's entries count, and whether an entry holds the figures of another version."""
+        rows = self.select(ENTRIES)["results"]["bindings"]
+        row = rows[0] if rows else {}
+        entries, current = (int(term_value(row.get(name)) or 0) for name in ("entries", "current_entries"))
+        return int(term_value(row.get("covered")) or 0), current != entries
 
     def rebuild_ledger(self, progress: Callable[[int], None] | None = None) -> int:
         """Count every stored trace again into one new ledger entry and remove the old ones (what ``migrate`` does
@@ -500,10 +520,12 @@ class TraceStore(ABC):
 
     def fold_ledger(self) -> int:
         """Replace the ledger's entries by one holding their sums (the same figures, fewer rows to read); return the
-        number of entries folded."""
+        number of entries folded (none while an entry holds the figures of another version, which only ``migrate``
+        replaces)."""
         old = self.ledger_entries()
-        if len(old) > 1:
-            self._replace_ledger(old, self.ledger())
+        if len(old) < 2 or self._ledger_state()[1]:
+            return 0
+        self._replace_ledger(old, self.ledger())
         return len(old)
 
     def _replace_ledger(self, old: list[str], ledger: Ledger) -> None:
@@ -672,6 +694,8 @@ class TraceStore(ABC):
         triples -= self._count_triples([name for name in others if name not in holding])
         counts["triples"] = triples
         counts["to_migrate"] = max(legacy, outdated, 0)
+        covered, outdated_ledger = self._ledger_state()  # an entry of another version: every trace is to count again
+        counts["ledger_uncounted"] = counts["traces"] if outdated_ledger else abs(counts["traces"] - covered)
         return counts
 
     def _count_triples(self, graphs: list[str] | None) -> int:

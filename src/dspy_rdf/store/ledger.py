@@ -4,8 +4,8 @@ called) read a few hundred rows instead of every trace.
 
 Each write of a batch of traces adds one *entry*: a named graph ``urn:dspy-rdf:ledger:<random>`` holding the number
 of traces it covers (``ledger:entry_traces``) and one row per figure and key with the batch's sums (the usage of each
-model and day, the parts of each kind, the outputs of each finish reason, the calls of each tool, the requests
-offering each tool, the traces where DSPy's own modules added a tool). Removing a trace adds an entry with its
+model and day, the parts of each kind, the outputs of each finish reason, the calls of each tool, those
+that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules added a tool). Removing a trace adds an entry with its
 figures negated. An entry is written with its batch (in the same load on the embedded store), and entries are only
 ever added, so writers on several machines never contend for one counter. The embedded store folds its entries into
 one when it is compacted (:meth:`~dspy_rdf.store.embedded.EmbeddedStore.optimize`, after every export).
@@ -29,13 +29,15 @@ from typing import Any
 
 from dspy_rdf.rdf.writer import TraceFigures
 
-__all__ = ["LEDGER", "LEDGER_GRAPHS", "Ledger", "ledger_rows_query"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "ENTRIES", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
 
 LEDGER = "urn:dspy-rdf:ledger:"
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
 
-LEDGER_GRAPHS = f"FILTER(STRSTARTS(STR(?entry), {LEDGER!r}))".replace("'", '"')
-"""A filter that keeps the ledger's graphs (``?entry``)."""
+LEDGER_VERSION = 1
+"""The figures an entry holds (``ledger:version`` of each entry). A release that keeps more figures raises it: a ledger
+with an entry of another version is not current (the figures it lacks would read as none), so the queries read the
+triples until ``dspy-rdf migrate`` counts the store again."""
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 
@@ -46,12 +48,63 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "part_kind": (("part_type",), ("parts", "traces")),
     "finish_reason": (("finish_reason",), ("outputs", "traces", "truncated")),
     "tool": (("tool",), ("asked_calls", "parts", "executions", "unasked_executions")),
+    "tool_result": (("result_tool",), ("results", "errors")),
+    "module": (("module_class",), ("lm_calls", "timed_calls", "total_seconds")),
+    "module_max": (("max_module_class",), ("max_seconds", "at_max")),
+    "module_removal": (("removed_module_class",), ("removed_max_seconds", "removed_at_max")),
     "offered_tool": (("offered_tool",), ("requests", "traces")),
     "framework_tool": (("framework_tool",), ("traces",)),
 }  # fmt: skip
 """The figures the ledger keeps, each with the columns that key its rows and the columns it sums."""
 
-_DECIMAL_COLUMNS = frozenset({"cost"})
+_DECIMAL_COLUMNS = frozenset({"cost", "total_seconds", "max_seconds", "removed_max_seconds"})
+
+ENTRIES = (
+    f"SELECT (COUNT(?entry) AS ?entries) (SUM(?n) AS ?covered) (COUNT(?current) AS ?current_entries) WHERE {{ GRAPH ?entry "
+    f"{{ ?entry <{LEDGER}entry_traces> ?n OPTIONAL {{ ?entry <{LEDGER}version> ?current FILTER(STR(?current) = \"{LEDGER_VERSION}\") }} }} }}"
+)
+"""The ledger's entries, the traces they count, and the entries holding the figures of :data:`LEDGER_VERSION`."""
+
+_MAXIMA = frozenset({"module_max", "module_removal"})
+"""Figures that entries merge by their largest value (and how many traces hold it), not by a sum. A maximum cannot be
+taken out again: a removal records the largest value it took away and how many traces held it (``module_removal``),
+and the ledger is not current while removals took away every trace holding the largest value kept
+(:func:`stale_maxima`)."""
+
+STALE_MAXIMUM = (
+    f"SELECT ?module ?value ?holders ?removed WHERE {{ GRAPH ?entry {{ "
+    f"{{ ?row <{LEDGER}max_module_class> ?module ; <{LEDGER}max_seconds> ?value ; <{LEDGER}at_max> ?holders BIND(0 AS ?removed) }} UNION "
+    f"{{ ?row <{LEDGER}removed_module_class> ?module ; <{LEDGER}removed_max_seconds> ?value ; <{LEDGER}removed_at_max> ?holders BIND(1 AS ?removed) }} }} }}"
+)
+"""The rows of the ledger's maxima, kept and removed, for :func:`stale_maxima`."""
+
+
+def reads_maxima(sparql: str) -> bool:
+    """Whether a query reads one of the ledger's maxima (a ``max_`` property of the ledger)."""
+    return "ledger:max_" in sparql or f"<{LEDGER}max_" in sparql
+
+
+def stale_maxima(rows: Iterable[dict[str, str]]) -> list[str]:
+    """The keys whose maximum is no longer known: removals (``removed`` 1) took away as many traces holding the largest
+    value kept as the ledger kept (rows of :data:`STALE_MAXIMUM`, each term as its text)."""
+    kept: dict[str, tuple[Decimal, int]] = {}
+    removed: dict[str, dict[Decimal, int]] = {}
+    for row in rows:
+        value, holders = Decimal(row["value"]), int(Decimal(row["holders"]))
+        if row["removed"] == "1":
+            at = removed.setdefault(row["module"], {})
+            at[value] = at.get(value, 0) + holders
+        else:
+            best = kept.get(row["module"])
+            kept[row["module"]] = _larger(best, (value, holders)) if best is not None else (value, holders)
+    return sorted(key for key, (value, holders) in kept.items() if removed.get(key, {}).get(value, 0) >= holders)
+
+
+def _larger(one: tuple[Decimal, int], other: tuple[Decimal, int]) -> tuple[Decimal, int]:
+    """Two (largest value, traces holding it) pairs merged."""
+    if one[0] == other[0]:
+        return one[0], one[1] + other[1]
+    return one if one[0] > other[0] else other
 
 
 def _literal(value: Any) -> str:
@@ -77,8 +130,12 @@ class Ledger:
         if row is None:
             self.rows[(figure, key)] = list(values)
         else:
-            for i, value in enumerate(values):
-                row[i] += value
+            values = list(values)
+            if figure in _MAXIMA:
+                row[:] = _larger((row[0], row[1]), (values[0], values[1]))
+            else:
+                for i, value in enumerate(values):
+                    row[i] += value
 
     def add(self, figures: TraceFigures, sign: int = 1) -> None:
         """Count one trace (``sign=-1``: take one away)."""
@@ -92,10 +149,15 @@ class Ledger:
             self._add("finish_reason", (reason,), (sign * outputs, sign, sign * truncated))
         for tool, calls in figures.tools.items():
             self._add("tool", (tool,), (sign * calls.asked_calls, sign * calls.parts, sign * calls.executions, sign * calls.unasked_executions))
+        for tool, (results, errors) in figures.tool_results.items():
+            self._add("tool_result", (tool,), (sign * results, sign * errors))
         for tool, requests in figures.offered_tools.items():
             self._add("offered_tool", (tool,), (sign * requests, sign))
         for tool in figures.framework_tools:
             self._add("framework_tool", (tool,), (sign,))
+        for module, made in figures.modules.items():
+            self._add("module", (module,), (sign * made.lm_calls, sign * made.timed_calls, sign * made.total_seconds))
+            self._add("module_max" if sign > 0 else "module_removal", (module,), (made.max_seconds, 1))
 
     def merge(self, other: Ledger) -> None:
         """Add the sums of another entry."""
@@ -112,9 +174,9 @@ class Ledger:
         same triples once."""
         graph = graph or f"{LEDGER}{uuid.uuid4().hex}"
         tail = f" <{graph}> .\n" if quads else " .\n"
-        lines = [f"<{graph}> <{LEDGER}entry_traces> {_literal(self.traces)}{tail}"]
+        lines = [f"<{graph}> <{LEDGER}entry_traces> {_literal(self.traces)}{tail}", f"<{graph}> <{LEDGER}version> {_literal(LEDGER_VERSION)}{tail}"]
         for n, ((figure, key), values) in enumerate(sorted(self.rows.items(), key=lambda item: (item[0][0], tuple(k or "" for k in item[0][1])))):
-            if not any(values):
+            if not any(values) and figure not in _MAXIMA:
                 continue
             row = f"<{graph}/row/{n}>"
             keys, columns = FIGURES[figure]
@@ -127,13 +189,13 @@ class Ledger:
         return graph, "".join(lines).encode("utf-8")
 
     @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, str]]) -> Ledger:
-        """The sum of the entries whose triples :func:`ledger_rows_query` returns (each term as its text: ``entry``,
-        ``row``, ``p``, ``o``)."""
+    def from_rows(cls, entry: str, rows: Iterable[dict[str, str]]) -> Ledger:
+        """The entry ``entry`` (a graph name) from its triples (:func:`entry_query`; each term as its text: ``row``,
+        ``p``, ``o``)."""
         ledger = cls()
         nodes: dict[str, dict[str, Any]] = {}
         for row in rows:
-            if row["row"] == row["entry"]:
+            if row["row"] == entry:
                 if row["p"] == f"{LEDGER}entry_traces":
                     ledger.traces += int(Decimal(row["o"]))
                 continue
@@ -149,6 +211,6 @@ class Ledger:
         return ledger
 
 
-def ledger_rows_query() -> str:
-    """Every triple of the ledger's entries: ``?entry ?row ?p ?o``."""
-    return f"SELECT ?entry ?row ?p ?o WHERE {{ GRAPH ?entry {{ ?row ?p ?o }} {LEDGER_GRAPHS} }}"
+def entry_query(entry: str) -> str:
+    """The triples of one entry of the ledger: ``?row ?p ?o``."""
+    return f"SELECT ?row ?p ?o WHERE {{ GRAPH <{entry}> {{ ?row ?p ?o }} }}"

@@ -10,8 +10,8 @@ same new IRI: the first one written is kept and the others removed (``merged``).
 release's key but written with the derived facts of an earlier version (:data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`:
 the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
 (``refreshed``). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
-Last, when the store's ledger (:mod:`dspy_rdf.store.ledger`) does not cover every trace, every trace is counted into
-it again (``ledger_traces``), so that the canned queries that add up every execution read it instead of the triples.
+Last, when the store's ledger (:mod:`dspy_rdf.store.ledger`) does not cover every trace, or has lost a maximum to
+removals, every trace is counted into it again (``ledger_traces``), so that the canned queries that add up every execution read it instead of the triples.
 """
 
 from __future__ import annotations
@@ -118,6 +118,6 @@ def migrate_store(
                 progress(1)
     if stale:
         refresh()
-    if not store.ledger_is_current():
+    if not store.ledger_is_current(maxima=True):
         report.ledger_traces = -1 if dry_run else store.rebuild_ledger(progress=ledger_progress)
     return report
