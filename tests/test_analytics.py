@@ -799,6 +799,28 @@ def test_a_ledger_of_another_version_is_not_read_until_migrate_counts_the_store_
         assert store.ledger_is_current() and store.stats()["ledger_uncounted"] == 0
 
 
+def test_an_execution_answering_a_tool_result_part_is_counted_as_the_query_counts_it(tmp_path):
+    """An execution whose dspy:answers names a tool-result part (not a tool-call part) is the call of that part's call
+    id, for the ledger as for the query over the triples."""
+    def entry(request_parts, output_parts, n):
+        request = m.LMRequest(model="m", messages=[m.LMMessage(role="user", parts=request_parts)])
+        response = m.LMResponse(outputs=[m.LMOutput(parts=output_parts)])
+        return m.LMHistoryEntry(request=request, response=response, timestamp=f"2025-01-0{n}T00:00:00", uuid=f"u{n}")
+
+    result = m.LMToolResultPart(call_id="X", name="add", content=[m.LMTextPart(text="3")])
+    calls = [
+        m.LMCall(started_at="2025-01-01T00:00:00", entry=entry([m.LMTextPart(text="hi")], [result], 1)),
+        m.LMCall(started_at="2025-01-02T00:00:00", entry=entry([m.LMToolCallPart(name="add", call_id="X", args={"a": 1}), result], [m.LMTextPart(text="ok")], 2)),
+        m.ToolExecution(tool_call=m.ToolCall(name="add", call_id="X"), started_at="2025-01-01T00:00:01", answers=m.PartRef(call=0, output=0, part=0)),
+    ]
+    trace = m.Trace(source_kind="program_run", source_format="dspy_run", calls=calls)
+    with EmbeddedStore(tmp_path / "db") as store:
+        assert store.put([trace]).written and store.ledger_is_current()
+        for name in ("tool_error_rate", "tool_calls_per_tool"):
+            rows = run_query(store, name).rows
+            assert rows and rows == over_triples(store, name, {}).rows, name
+
+
 def test_which_maxima_are_stale():
     kept = [{"module": "Predict", "value": "2.5", "holders": "2", "removed": "0"}, {"module": "Predict", "value": "1.0", "holders": "7", "removed": "0"}]
     assert stale_maxima(kept) == []

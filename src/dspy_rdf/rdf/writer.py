@@ -323,8 +323,11 @@ class _Writer:
                 for part in self.tool_calls.get(call_id, ()):
                     call = (asked[part][0], "id:" + call_id)
                     calls[call] = calls.get(call, False) or result in self.failed_results
+        # an execution's call is the call id of the part it answers, whatever kind of part that is (as the query reads
+        # dspy:call_id of the node dspy:answers names): a tool-result part has one too
+        ids = {node: call_id for node, call_id in self.tool_results} | {node: call_id for node, _, call_id in self.call_parts}
         for node, tool, answered, failed in self.tool_executions:
-            answered_id = asked.get(answered, ("", None))[1] if answered is not None else None
+            answered_id = ids.get(answered) if answered is not None else None
             call = (tool, "id:" + answered_id if answered_id is not None else answered or node)
             calls[call] = calls.get(call, False) or failed
         out: dict[str, tuple[int, int]] = {}
