@@ -220,13 +220,13 @@ def pre_encoded(traces: list, encoded: list):
     """Within: ``TraceStore.put`` takes the IRI and N-Quads of each trace from ``encoded`` (made from ``traces``, in
     the same order) instead of computing them (commit only)."""
     by_trace = {id(trace): item for trace, item in zip(traces, encoded, strict=True)}
-    originals = store_base.stored_form, store_base.encode_trace
+    originals = store_base.stored_form, store_base.encode_trace_figures
     store_base.stored_form = lambda trace, **options: (by_trace[id(trace)].iri, trace, "")  # (IRI, trace, digest)
-    store_base.encode_trace = lambda trace, **options: (options["iri"], by_trace[id(trace)].data)
+    store_base.encode_trace_figures = lambda trace, **options: (by_trace[id(trace)].data, by_trace[id(trace)].figures)
     try:
         yield
     finally:
-        store_base.stored_form, store_base.encode_trace = originals
+        store_base.stored_form, store_base.encode_trace_figures = originals
 
 
 @contextlib.contextmanager
