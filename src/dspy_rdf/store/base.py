@@ -424,11 +424,17 @@ class TraceStore(ABC):
         current, which ``migrate`` mends)."""
         if self.missing_traces([iri]):
             return False
-        try:
-            removed = self._ledger_of([EncodedTrace(iri, b"", 0, encode_trace_figures(trace, iri=iri, digest="")[1]) for _, trace in self.traces([iri])], sign=-1)
-        except (RdfInputError, TraceInputError):  # not a trace this release reads: nothing it can count
-            removed = Ledger()
+        removed = Ledger()
+        for figures in self._stored_figures(iri):
+            removed.add(figures, -1)
         return self._delete_with_entry(iri, removed)
+
+    def _stored_figures(self, iri: str) -> list[TraceFigures]:
+        """The figures of the traces a graph holds, read back (none for a graph this release cannot read as traces)."""
+        try:
+            return [encode_trace_figures(trace, iri=iri, digest="")[1] for _, trace in self.traces([iri])]
+        except (RdfInputError, TraceInputError):
+            return []
 
     def _delete_with_entry(self, iri: str, removed: Ledger) -> bool:
         """Remove a trace's graph, then write the ledger entry that takes its figures out (a store that can do both in
@@ -454,8 +460,7 @@ class TraceStore(ABC):
         know its figures (the ledger then stops being current)."""
         if not batch or any(item.figures is None for item in batch):
             return []
-        graph, data = self._ledger_of(batch).nquads()
-        return [EncodedTrace(graph, data, data.count(b"\n"))]
+        return self._ledger_entry_of(self._ledger_of(batch))
 
     def _write_ledger(self, ledger: Ledger) -> None:
         """Write one entry of the ledger on its own (a removal, a correction)."""
@@ -508,11 +513,8 @@ class TraceStore(ABC):
         old = self.ledger_entries()
         ledger = Ledger()
         for iri in self.trace_iris():
-            try:
-                for _, trace in self.traces([iri]):
-                    ledger.add(encode_trace_figures(trace, iri=iri, digest="")[1])
-            except (RdfInputError, TraceInputError):
-                pass  # a graph this release cannot read: not counted (the ledger stays not current)
+            for figures in self._stored_figures(iri):  # a graph this release cannot read is not counted
+                ledger.add(figures)
             if progress is not None:
                 progress(1)
         self._replace_ledger(old, ledger)
