@@ -223,16 +223,19 @@ def test_migrate_gives_a_virtuoso_store_the_derived_facts_it_lacks(virtuoso_stor
 def _bumped_and_migrated(store: TraceStore, monkeypatch) -> None:
     """A release whose derived facts have a higher version finds every trace outdated, and migrate leaves each trace
     with that one version."""
+    from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION
+
+    later = DERIVED_FACTS_VERSION + 1
     traces = _traces()
     store.put(traces)
     for module in ("dspy_rdf.rdf.writer", "dspy_rdf.store.base"):
-        monkeypatch.setattr(f"{module}.DERIVED_FACTS_VERSION", 3)
+        monkeypatch.setattr(f"{module}.DERIVED_FACTS_VERSION", later)
     assert store.stats()["to_migrate"] == len(traces)
     report = migrate_store(store)
     assert (len(report.refreshed), report.failed) == (len(traces), [])
     rows = store.select("SELECT ?g ?v WHERE { GRAPH ?g { ?g <https://w3id.org/lmodel/dspy/derived_facts_version> ?v } }")
     versions = [(b["g"]["value"], b["v"]["value"]) for b in rows["results"]["bindings"]]
-    assert sorted(versions) == sorted((trace_iri(t), "3") for t in traces)
+    assert sorted(versions) == sorted((trace_iri(t), str(later)) for t in traces)
     assert store.stats()["to_migrate"] == 0
 
 

@@ -48,6 +48,7 @@ from dspy_rdf.analytics.catalog import bind_parameters, get_query, list_queries
 from dspy_rdf.rdf.formats import encode_trace_figures
 from dspy_rdf.rdf.writer import TraceFigures, stored_form
 from dspy_rdf.store.ledger import STALE_MAXIMUM, Ledger, reads_maxima, stale_maxima
+from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
@@ -621,13 +622,9 @@ def test_the_exception_facts_give_the_rows_of_the_queries_over_raw_triples(value
 LEDGER_QUERIES = [query for query in list_queries() if query.scan is not None]
 
 
-@_settings(200)
-@given(values=st.lists(st.one_of(EXCEPTION_JSON, ANY_DSPY33_JSON), min_size=1, max_size=4), data=st.data())
-def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data):
-    """Each query that adds up the store's ledger gives the rows its scan version gives over the triples, for
-    generated traces, after some of them are removed (their graphs dropped, their figures taken out by an entry of
-    their own) too."""
-    traces = [read(as_dspy_writes_timestamps(value)) for value in values]
+def _ledgered_store(traces: list[m.Trace], data: st.DataObject) -> ox.Store:
+    """The traces in a store with their ledger entry, then some of them removed (their graphs dropped, their figures
+    taken out by an entry of their own)."""
     store = ox.Store()
     written: dict[str, TraceFigures] = {}
     entry = Ledger()
@@ -646,6 +643,16 @@ def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data)
             store.remove_graph(ox.NamedNode(iri))
             taken.add(written[iri], sign=-1)
         store.load(taken.nquads()[1], ox.RdfFormat.N_QUADS)
+    return store
+
+
+@_settings(200)
+@given(values=st.lists(st.one_of(EXCEPTION_JSON, ANY_DSPY33_JSON), min_size=1, max_size=4), data=st.data())
+def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data):
+    """Each query that adds up the store's ledger gives the rows its scan version gives over the triples, for
+    generated traces, after some of them are removed (their graphs dropped, their figures taken out by an entry of
+    their own) too."""
+    store = _ledgered_store([read(as_dspy_writes_timestamps(value)) for value in values], data)
     assert LEDGER_QUERIES
     stale = stale_maxima({var.value: term.value for var, term in zip(row.variables, row) if term is not None} for row in store.query(STALE_MAXIMUM))  # type: ignore[union-attr]
     for query in LEDGER_QUERIES:
@@ -653,3 +660,51 @@ def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data)
             continue  # a maximum whose holders were removed: the catalog reads the triples (the scan version)
         scan = dataclasses.replace(query, text=query.scan)
         assert _rows(store, bind_parameters(query, {})) == _rows(store, bind_parameters(scan, {})), query.name
+
+
+# --- latencies: the duration buckets find the slowest executions and the percentiles ------------------------------
+
+# microseconds of every magnitude, with ties (a few values drawn often), zero, and a clock that went backwards
+_MICROSECONDS = st.one_of(
+    st.sampled_from([0, 1, 99, 100, 999, 1000, 12345, 99999, 100000, 1_000_000, 1_000_001, 9_999_999]),
+    st.integers(min_value=-2_000_000, max_value=-1),
+    st.integers(min_value=0, max_value=5_000_000_000),
+    st.integers(min_value=10_000, max_value=10_500),
+)
+_EXECUTION = st.tuples(st.sampled_from(["a", "b", "finish"]), st.one_of(st.none(), _MICROSECONDS), st.booleans())
+
+
+def _timed_run(executions: list[tuple[str, int | None, bool]], react: bool) -> m.Trace:
+    """A program run whose tool executions took these microseconds (None: no end), some raising; ``react``: a ReAct
+    run, whose ``finish`` tool DSPy adds."""
+    start = datetime(2032, 3, 1, 12, tzinfo=timezone.utc)
+    calls: list[m.Call] = []
+    if react:
+        calls.append(m.ModuleCall(module_class="ReAct", started_at=start.isoformat()))
+    for n, (tool, micros, fails) in enumerate(executions):
+        began = start + timedelta(minutes=n)
+        calls.append(m.ToolExecution(
+            tool_call=m.ToolCall(name=tool, args={"n": n}), started_at=began.isoformat(),
+            ended_at=None if micros is None else (began + timedelta(microseconds=micros)).isoformat(),
+            error="Boom" if fails else None, parent_call=0 if react else None,
+        ))  # fmt: skip
+    return m.Trace(source_kind="program_run", source_format="dspy_callback", calls=calls, started_at=start.isoformat())
+
+
+@_settings(150)
+@given(runs=st.lists(st.tuples(st.lists(_EXECUTION, min_size=1, max_size=30), st.booleans()), min_size=1, max_size=4), data=st.data())
+def test_the_duration_buckets_give_the_slowest_executions_and_the_percentiles_of_every_execution(runs, data):
+    """slowest_tool_executions and tool_latency_per_tool, which look up a few duration buckets the ledger points to,
+    give the rows their scan versions give over every execution, for latencies of every magnitude (ties, zero, a
+    negative one), any limit and tool, after removals too."""
+    store = _ledgered_store([_timed_run(executions, react) for executions, react in runs], data)
+    for name in ("slowest_tool_executions", "tool_latency_per_tool"):
+        query = get_query(name)
+        params: dict[str, str] = {}
+        if name == "slowest_tool_executions":
+            params["limit"] = data.draw(st.sampled_from(["1", "2", "5", "1000"]), label="limit")
+        if data.draw(st.booleans(), label=f"{name} tool given"):
+            params["tool"] = data.draw(st.sampled_from(["a", "b", "finish"]), label=f"{name} tool")
+        params["framework_tools"] = data.draw(st.sampled_from(["0", "1"]), label=f"{name} framework_tools")
+        scan = dataclasses.replace(query, text=query.scan)
+        assert _rows(store, bind_parameters(query, params)) == _rows(store, bind_parameters(scan, params)), name

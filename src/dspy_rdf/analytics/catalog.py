@@ -14,8 +14,9 @@ mapping (``dspy:answers``, the per-trace counts) rather than joins on call-id st
 
 Parameters are never pasted into query text as the user wrote them:
 
-- a parameterised query holds one inline data block whose variables are its parameters, with ``UNDEF`` for
-  each, e.g. ``VALUES (?tool) { (UNDEF) }``. As written that is valid SPARQL meaning "no filter"; binding a
+- a parameterised query holds an inline data block whose variables are its parameters, with ``UNDEF`` for
+  each, e.g. ``VALUES (?tool) { (UNDEF) }`` (the same block more than once where sub-SELECTs need the parameters
+  apart: each is bound alike). As written that is valid SPARQL meaning "no filter"; binding a
   parameter replaces its ``UNDEF`` by the value serialised as one RDF term by :func:`sparql_term` (a literal
   escaped by pyoxigraph, re-parsed to check that it reads back as the same term), so the value is always
   data: it can neither end the literal nor add syntax. The block sent keeps only the parameters that are set,
@@ -163,11 +164,12 @@ def _parse(name: str, text: str) -> NamedQuery:
     blocks = _VALUES_BLOCK.findall(text)
     data_params = [p.name for p in params if not p.is_limit]
     if data_params:
-        if len(blocks) != 1:
-            raise ValueError(f"query {name}: expected one parameter block VALUES (...) {{ (UNDEF ...) }}")
-        variables = [v.strip()[1:] for v in blocks[0][0].split()]
-        if variables != data_params or len(blocks[0][1].split()) != len(variables):
-            raise ValueError(f"query {name}: the VALUES block binds {variables}, the header declares {data_params}")
+        if not blocks:
+            raise ValueError(f"query {name}: expected a parameter block VALUES (...) {{ (UNDEF ...) }}")
+        for block in blocks:
+            variables = [v.strip()[1:] for v in block[0].split()]
+            if variables != data_params or len(block[1].split()) != len(variables):
+                raise ValueError(f"query {name}: a VALUES block binds {variables}, the header declares {data_params}")
     elif blocks:
         raise ValueError(f"query {name}: a VALUES parameter block but no parameters in the header")
     limits = _LIMIT_LINE.findall(text)
@@ -304,15 +306,13 @@ def bind_parameters(query: NamedQuery, params: dict[str, Any] | None = None) -> 
                 bound.append((p.name, sparql_term(value, p.type)))
             except ValueError as exc:
                 raise ValueError(f"parameter {p.name!r} of query {query.name!r}: {exc}") from None
-        match = _VALUES_BLOCK.search(text)
-        assert match is not None  # checked when the library was read
-        indent = match.group(0)[: len(match.group(0)) - len(match.group(0).lstrip())]
-        if bound:
-            variables = " ".join(f"?{name}" for name, _ in bound)
-            block = f"{indent}VALUES ({variables}) {{ ({' '.join(term for _, term in bound)}) }}"
-        else:
-            block = f"{indent}# no parameter set"
-        text = text[: match.start()] + block + text[match.end():]
+        variables = " ".join(f"?{name}" for name, _ in bound)
+        block = f"VALUES ({variables}) {{ ({' '.join(term for _, term in bound)}) }}" if bound else "# no parameter set"
+
+        def bind(match: re.Match[str]) -> str:
+            return match.group(0)[: len(match.group(0)) - len(match.group(0).lstrip())] + block
+
+        text = _VALUES_BLOCK.sub(bind, text)  # every block (checked when the library was read)
     for p in query.parameters:
         if p.is_limit and p.name in params:
             try:

@@ -37,7 +37,7 @@ CLASS_SLOTS: dict[str, frozenset[str]] = {
     "Tool": frozenset({"arg_desc", "arg_types", "args", "description", "has_kwargs", "name"}),
     "ToolCall": frozenset({"args", "call_id", "name"}),
     "ToolCalls": frozenset({"tool_calls"}),
-    "ToolExecution": frozenset({"answers", "decided_by", "dspy_call_id", "duration", "ended_at", "error", "pairing", "parent_call", "position", "started_at", "tool_call", "tool_name", "tool_result"}),
+    "ToolExecution": frozenset({"answers", "decided_by", "dspy_call_id", "duration", "duration_bucket", "ended_at", "error", "pairing", "parent_call", "position", "started_at", "tool_call", "tool_name", "tool_result"}),
     "ToolResult": frozenset({"call_id", "error", "is_error", "metadata", "name", "provider_data", "result"}),
     "Trace": frozenset({"calls", "content_digest", "cost_total", "derived_facts_version", "dspy_version", "duplicate_call_id_parts", "ended_at", "entries", "framework_tools", "input_tokens_total", "lm_call_count", "losses", "message_count", "messages", "orphan_tool_result_parts", "output_tokens_total", "parts", "priced_call_count", "redactions", "refusal_count", "request", "response", "session_id", "source_format", "source_index", "source_kind", "source_trace_id", "started_at", "tool_call_count", "tool_execution_count", "tool_result_count", "unanswered_tool_call_parts", "unoffered_tool_call_parts", "usage_call_count", "usage_summaries", "user_id"}),
     "TrainingExample": frozenset({"example", "position"}),
@@ -51,7 +51,7 @@ SLOT_URIS: dict[str, str] = {
 }
 """The slots whose property is not ``dspy:<slot name>``."""
 
-DECIMAL_SLOTS: tuple[str, ...] = ("cost", "cost_total", "duration", "score", "subtree_cost", "summary_cost", "temperature", "top_p")
+DECIMAL_SLOTS: tuple[str, ...] = ("cost", "cost_total", "duration", "duration_bucket", "score", "subtree_cost", "summary_cost", "temperature", "top_p")
 """The slots of range ``decimal`` (``xsd:decimal`` in RDF)."""
 
 DERIVED_SLOTS: frozenset[str] = frozenset(
@@ -61,6 +61,7 @@ DERIVED_SLOTS: frozenset[str] = frozenset(
         "derived_facts_version",
         "duplicate_call_id_parts",
         "duration",
+        "duration_bucket",
         "framework_tools",
         "input_tokens_total",
         "lm_call_count",

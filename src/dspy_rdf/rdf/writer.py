@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from dspy_rdf.canonical import model as m
@@ -28,12 +28,13 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor
 
-__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "UsageFigures", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
+__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "UsageFigures", "duration_bucket", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
 
-DERIVED_FACTS_VERSION = 2
+DERIVED_FACTS_VERSION = 3
 """The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
 facts (refusals, unanswered and unoffered tool calls, orphan tool results, duplicate call ids) that the canned
-queries looking for exceptions start from; a version only ever adds facts, so that ``dspy-rdf migrate`` brings an
+queries looking for exceptions start from, 3 the duration buckets of tool executions (``dspy:duration_bucket``) that
+the slowest executions and the latency percentiles are looked up by; a version only ever adds facts, so that ``dspy-rdf migrate`` brings an
 older trace up to date by adding the trace's triples to its graph."""
 
 MAX_LITERAL_BYTES = 16_000_000
@@ -129,6 +130,16 @@ def seconds_between(start: str, end: str) -> Decimal | None:
     return Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds).scaleb(-6)
 
 
+def duration_bucket(seconds: Decimal, digits: int = 3) -> Decimal:
+    """``seconds`` rounded down to three significant digits (``dspy:duration_bucket``), or ``digits``: 0.012345 ->
+    0.0123, 1234.5 -> 1230, -0.012345 -> -0.0124. Rounding down onto a grid that is finer for smaller numbers keeps the
+    order: a longer duration never has a smaller bucket, so the slowest executions are in the highest buckets."""
+    if not seconds:
+        return Decimal(0)
+    step = seconds.adjusted() - (digits - 1)
+    return seconds.scaleb(-step).to_integral_value(rounding=ROUND_FLOOR).scaleb(step)
+
+
 @dataclass(frozen=True)
 class UsageFigures:
     """The LM calls of one trace that requested one model on one day, as its ``UsageSummary`` states them (a sum that
@@ -163,6 +174,11 @@ class TraceFigures:
     """Each tool a request offers (``dspy:tools``), with the number of requests offering it."""
     framework_tools: tuple[str, ...]
     """The tools DSPy's own modules added in the trace (``dspy:framework_tools``)."""
+    latencies: dict[tuple[str, Decimal], int]
+    """The timed executions of each tool in each ``dspy:duration_bucket`` (the ledger adds up each bucket's range:
+    :func:`duration_bucket` with one digit)."""
+    conversation: tuple[int, int]
+    """The trace's ``dspy:message_count`` and ``dspy:lm_call_count``."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +203,10 @@ class ToolFigures:
     parts: int
     executions: int
     unasked_executions: int
+    failed_executions: int
+    """Executions whose tool result is an error, or that raised."""
+    timed_executions: int
+    """Executions with a duration."""
 
 
 class _UsageGroup:
@@ -251,7 +271,7 @@ class _Writer:
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
         "subtrees", "executions", "unasked_executions", "usage_calls", "priced_calls", "framework", "counted_parts",
         "call_parts", "answered_parts", "refusals", "unoffered", "duplicated", "part_kinds", "finish_reasons",
-        "offered", "tool_runs", "failed_results", "tool_executions", "module_of", "module_calls",
+        "offered", "tool_runs", "latencies", "failed_results", "tool_executions", "module_of", "module_calls",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -285,7 +305,8 @@ class _Writer:
         self.part_kinds: dict[str, int] = {}
         self.finish_reasons: dict[str | None, list[int]] = {}
         self.offered: dict[str, int] = {}  # tool name -> requests offering it
-        self.tool_runs: dict[str, list[int]] = {}  # tool name -> [executions, executions answering no part]
+        self.tool_runs: dict[str, list[int]] = {}  # tool name -> [executions, answering no part, failed, timed]
+        self.latencies: dict[tuple[str, Decimal], int] = {}  # (tool name, duration bucket) -> timed executions
         self.failed_results: set[str] = set()  # the tool-result parts that are errors
         self.tool_executions: list[tuple[str, str, str | None, bool]] = []  # (node, tool, part it answers, failed)
         self.module_of: dict[int, str] = {}  # position of a module call -> its module class
@@ -307,10 +328,13 @@ class _Writer:
             asked.setdefault(name, set()).add(node if call_id is None else "id:" + call_id)
             parts[name] = parts.get(name, 0) + 1
         tools = {
-            name: ToolFigures(len(asked.get(name, ())), parts.get(name, 0), *self.tool_runs.get(name, (0, 0)))
+            name: ToolFigures(len(asked.get(name, ())), parts.get(name, 0), *self.tool_runs.get(name, (0, 0, 0, 0)))
             for name in parts.keys() | self.tool_runs.keys()
         }
-        return TraceFigures(usage, dict(self.part_kinds), reasons, tools, self.result_figures(), dict(self.module_calls), dict(self.offered), tuple(sorted(self.framework)))
+        return TraceFigures(
+            usage, dict(self.part_kinds), reasons, tools, self.result_figures(), dict(self.module_calls), dict(self.offered),
+            tuple(sorted(self.framework)), dict(self.latencies), (self.messages, self.lm_calls),
+        )  # fmt: skip
 
     def result_figures(self) -> dict[str, tuple[int, int]]:
         """The calls of each tool that got a result, and those that failed, as the trace's triples tell them: a call
@@ -675,9 +699,14 @@ class _Writer:
             tc = call.tool_call
             runs = self.tool_runs.get(tc.name)
             if runs is None:
-                runs = self.tool_runs[tc.name] = [0, 0]
+                runs = self.tool_runs[tc.name] = [0, 0, 0, 0]
             runs[0] += 1
             runs[1] += call.answers is None
+            if duration is not None:
+                runs[3] += 1
+                bucket = duration_bucket(duration)
+                add(f"{s} {P.duration_bucket} {_decimal(bucket, 'duration_bucket')}{t}")
+                self.latencies[(tc.name, bucket)] = self.latencies.get((tc.name, bucket), 0) + 1
             if tc.name not in self.framework:
                 self.executions += 1
                 if call.answers is None:
@@ -715,6 +744,7 @@ class _Writer:
                 self.answered_parts.add(answered_part)
                 add(f"{s} {P.answers} {answered_part}{t}")
             failed = (r is not None and r.is_error is True) or call.error is not None
+            runs[2] += failed
             self.tool_executions.append((s, tc.name, answered_part, failed))
             if call.decided_by is not None:
                 add(f"{s} {P.decided_by} <{trace_iri}/call/{call.decided_by}>{t}")

@@ -34,7 +34,7 @@ from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace_figures, parse_traces
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, stored_form
-from dspy_rdf.store.ledger import ENTRIES, LEDGER, STALE_MAXIMUM, Ledger, entry_query, stale_maxima
+from dspy_rdf.store.ledger import ENTRIES, LEDGER, REPLACED, STALE_MAXIMUM, Ledger, entry_query, stale_maxima
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -467,15 +467,26 @@ class TraceStore(ABC):
         if ledger:
             self._write_batch(self._ledger_entry_of(ledger), bulk=False)
 
-    @staticmethod
-    def _ledger_entry_of(ledger: Ledger) -> list[EncodedTrace]:
-        graph, data = ledger.nquads()
-        return [EncodedTrace(graph, data, data.count(b"\n"))]
+    def _entry_bounds(self) -> tuple[int, int]:
+        """The most bytes and triples one write of a ledger entry may hold (0: no bound): a larger entry is written as
+        several (:meth:`~dspy_rdf.store.ledger.Ledger.split`)."""
+        return 0, 0
+
+    def _ledger_entry_of(self, ledger: Ledger) -> list[EncodedTrace]:
+        out = []
+        for part in ledger.split(*self._entry_bounds()):
+            graph, data = part.nquads()
+            out.append(EncodedTrace(graph, data, data.count(b"\n")))
+        return out
 
     def ledger(self) -> Ledger:
-        """The sum of every entry of the ledger, read one entry at a time (memory: one entry, whatever their number)."""
+        """The sum of every entry of the ledger, read one entry at a time (memory: one entry, whatever their number);
+        entries that a sum replaces (a fold stopped midway) are not counted."""
         total = Ledger()
+        replaced = set(self._replaced_entries())
         for entry in self.ledger_entries():
+            if entry in replaced:
+                continue
             rows = self.select(entry_query(entry))["results"]["bindings"]
             total.merge(Ledger.from_rows(entry, ({name: term["value"] for name, term in row.items()} for row in rows)))
         return total
@@ -500,16 +511,27 @@ class TraceStore(ABC):
         return not stale_maxima({name: term["value"] for name, term in row.items()} for row in rows)
 
     def _ledger_state(self) -> tuple[int, bool]:
-        """The number of traces the ledger's entries count, and whether an entry holds the figures of another version."""
+        """The number of traces the ledger's entries count, and whether an entry holds the figures of another version
+        or a sum replaces entries still stored (a fold not finished)."""
         rows = self.select(ENTRIES)["results"]["bindings"]
         row = rows[0] if rows else {}
         entries, current = (int(term_value(row.get(name)) or 0) for name in ("entries", "current_entries"))
-        return int(term_value(row.get("covered")) or 0), current != entries
+        return int(term_value(row.get("covered")) or 0), current != entries or bool(self._replaced_entries())
+
+    def _replaced_entries(self) -> list[str]:
+        """The entries a sum replaces that are still stored (:data:`~dspy_rdf.store.ledger.REPLACED`)."""
+        return sorted(row["entry"]["value"] for row in self.select(REPLACED)["results"]["bindings"])
+
+    def _finish_replacing(self) -> None:
+        """Remove the entries a sum replaces that a fold stopped midway left stored."""
+        for entry in self._replaced_entries():
+            self._delete_graph(entry)
 
     def rebuild_ledger(self, progress: Callable[[int], None] | None = None) -> int:
         """Count every stored trace again into one new ledger entry and remove the old ones (what ``migrate`` does
         when the ledger is not current); return the number of traces counted. ``progress`` is called with 1 per
         trace graph read."""
+        self._finish_replacing()
         old = self.ledger_entries()
         ledger = Ledger()
         for iri in self.trace_iris():
@@ -524,6 +546,7 @@ class TraceStore(ABC):
         """Replace the ledger's entries by one holding their sums (the same figures, fewer rows to read); return the
         number of entries folded (none while an entry holds the figures of another version, which only ``migrate``
         replaces)."""
+        self._finish_replacing()
         old = self.ledger_entries()
         if len(old) < 2 or self._ledger_state()[1]:
             return 0
@@ -531,10 +554,14 @@ class TraceStore(ABC):
         return len(old)
 
     def _replace_ledger(self, old: list[str], ledger: Ledger) -> None:
-        """Write ``ledger`` as one entry, then remove the entries ``old`` (one step where the store can)."""
-        self._write_batch(self._ledger_entry_of(ledger), bulk=False)
-        for graph in old:
-            self._delete_graph(graph)
+        """Write ``ledger`` as new entries, then remove the entries ``old`` one at a time. Until the last is removed the
+        entries count the traces twice, so the ledger is not current; the part that counts the traces is written last,
+        so a write stopped before it leaves the ledger not current too, until ``migrate`` (the embedded store, whose
+        folds run unattended, names the entries a sum replaces instead: see its ``_replace_ledger``)."""
+        parts = self._ledger_entry_of(ledger)
+        self._write_batch(parts[1:] + parts[:1], bulk=False)
+        for entry in old:
+            self._delete_graph(entry)
 
     # --- listings: paged where a server caps the rows of an answer ------------------------------------------------
 

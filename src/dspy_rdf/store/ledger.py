@@ -1,14 +1,18 @@
 """The ledger: store-wide figures kept as traces are put and removed, so that the canned queries that add up every
 execution (tokens and cost per model and per day, part kinds, finish reasons, tool calls, tools offered and never
-called) read a few hundred rows instead of every trace.
+called) read a few hundred rows instead of every trace, and those after the slowest, the longest or a percentile
+(slowest tool executions, tool latency percentiles, longest conversations) look up only the nodes that can be in
+their answer.
 
 Each write of a batch of traces adds one *entry*: a named graph ``urn:dspy-rdf:ledger:<random>`` holding the number
 of traces it covers (``ledger:entry_traces``) and one row per figure and key with the batch's sums (the usage of each
-model and day, the parts of each kind, the outputs of each finish reason, the calls of each tool, those
-that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules added a tool). Removing a trace adds an entry with its
-figures negated. An entry is written with its batch (in the same load on the embedded store), and entries are only
-ever added, so writers on several machines never contend for one counter. The embedded store folds its entries into
-one when it is compacted (:meth:`~dspy_rdf.store.embedded.EmbeddedStore.optimize`, after every export).
+model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool,
+those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
+added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets).
+Removing a trace adds an entry with its figures negated. An entry is written with its batch (in the same load on the
+embedded store), and entries are only ever added, so writers on several machines never contend for one counter. The
+embedded store folds its entries into one when it is compacted
+(:meth:`~dspy_rdf.store.embedded.EmbeddedStore.optimize`, after every export) and every few hundred writes.
 
 The figures of a trace are what the writer wrote for it (:class:`~dspy_rdf.rdf.writer.TraceFigures`), so a query over
 the ledger gives the rows of the same query over the triples; tests prove it on every store. The ledger is *current*
@@ -27,14 +31,14 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from dspy_rdf.rdf.writer import TraceFigures
+from dspy_rdf.rdf.writer import TraceFigures, duration_bucket
 
-__all__ = ["LEDGER", "LEDGER_VERSION", "ENTRIES", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "ENTRIES", "REPLACED", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
 
 LEDGER = "urn:dspy-rdf:ledger:"
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
 
-LEDGER_VERSION = 1
+LEDGER_VERSION = 2
 """The figures an entry holds (``ledger:version`` of each entry). A release that keeps more figures raises it: a ledger
 with an entry of another version is not current (the figures it lacks would read as none), so the queries read the
 triples until ``dspy-rdf migrate`` counts the store again."""
@@ -47,7 +51,10 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "usage": (("model", "day"), ("lm_calls", "priced_calls", "usage_calls", "input_tokens", "output_tokens", "total_tokens", "cost")),
     "part_kind": (("part_type",), ("parts", "traces")),
     "finish_reason": (("finish_reason",), ("outputs", "traces", "truncated")),
-    "tool": (("tool",), ("asked_calls", "parts", "executions", "unasked_executions")),
+    "tool": (("tool",), ("asked_calls", "parts", "executions", "unasked_executions", "failed_executions", "timed_executions")),
+    "latency": (("latency_tool", "range", "bucket"), ("executions",)),
+    "latency_range": (("range_tool", "range"), ("executions",)),
+    "conversation": (("conversation_messages", "conversation_lm_calls"), ("traces",)),
     "tool_result": (("result_tool",), ("results", "errors")),
     "module": (("module_class",), ("lm_calls", "timed_calls", "total_seconds")),
     "module_max": (("max_module_class",), ("max_seconds", "at_max")),
@@ -57,13 +64,21 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }  # fmt: skip
 """The figures the ledger keeps, each with the columns that key its rows and the columns it sums."""
 
-_DECIMAL_COLUMNS = frozenset({"cost", "total_seconds", "max_seconds", "removed_max_seconds"})
+_DECIMAL_COLUMNS = frozenset({"cost", "total_seconds", "max_seconds", "removed_max_seconds", "bucket", "range"})
+_INTEGER_KEYS = frozenset({"conversation_messages", "conversation_lm_calls"})
 
 ENTRIES = (
     f"SELECT (COUNT(?entry) AS ?entries) (SUM(?n) AS ?covered) (COUNT(?current) AS ?current_entries) WHERE {{ GRAPH ?entry "
     f"{{ ?entry <{LEDGER}entry_traces> ?n OPTIONAL {{ ?entry <{LEDGER}version> ?current FILTER(STR(?current) = \"{LEDGER_VERSION}\") }} }} }}"
 )
 """The ledger's entries, the traces they count, and the entries holding the figures of :data:`LEDGER_VERSION`."""
+
+REPLACED = f"SELECT DISTINCT ?entry WHERE {{ GRAPH ?sum {{ ?sum <{LEDGER}replaces> ?entry }} GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n }} }}"
+"""The entries that an entry holding their sum replaces but that are still stored: a fold (or a rebuild) writes the
+sum first, naming the entries it replaces, then removes them one by one, so that no step holds them all in memory.
+Until the last is removed the ledger is not current (the queries read the triples); a fold that was stopped midway is
+finished by the next one (:meth:`~dspy_rdf.store.base.TraceStore.fold_ledger`), and the sum of the entries never
+counts a replaced one."""
 
 _MAXIMA = frozenset({"module_max", "module_removal"})
 """Figures that entries merge by their largest value (and how many traces hold it), not by a sum. A maximum cannot be
@@ -109,9 +124,12 @@ def _larger(one: tuple[Decimal, int], other: tuple[Decimal, int]) -> tuple[Decim
 
 def _literal(value: Any) -> str:
     if isinstance(value, Decimal) or isinstance(value, float):
+        # the text the writer gives a decimal (no exponent, no trailing zeros): a bucket is joined to the executions'
         text = format(Decimal(value), "f")
-        if "." not in text:
-            text += ".0"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        if text in ("-0", ""):
+            text = "0"
         return f'"{text}"^^<{_XSD}decimal>'
     if isinstance(value, int):
         return f'"{value}"^^<{_XSD}integer>'
@@ -123,9 +141,9 @@ class Ledger:
 
     def __init__(self) -> None:
         self.traces = 0
-        self.rows: dict[tuple[str, tuple[str | None, ...]], list[Any]] = {}
+        self.rows: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
 
-    def _add(self, figure: str, key: tuple[str | None, ...], values: Iterable[Any]) -> None:
+    def _add(self, figure: str, key: tuple[Any, ...], values: Iterable[Any]) -> None:
         row = self.rows.get((figure, key))
         if row is None:
             self.rows[(figure, key)] = list(values)
@@ -148,13 +166,19 @@ class Ledger:
         for reason, (outputs, truncated) in figures.finish_reasons.items():
             self._add("finish_reason", (reason,), (sign * outputs, sign, sign * truncated))
         for tool, calls in figures.tools.items():
-            self._add("tool", (tool,), (sign * calls.asked_calls, sign * calls.parts, sign * calls.executions, sign * calls.unasked_executions))
+            self._add("tool", (tool,), (sign * calls.asked_calls, sign * calls.parts, sign * calls.executions, sign * calls.unasked_executions,
+                      sign * calls.failed_executions, sign * calls.timed_executions))  # fmt: skip
+        for (tool, bucket), executions in figures.latencies.items():
+            span = duration_bucket(bucket, 1)  # the one-digit range of buckets a percentile is looked for in first
+            self._add("latency", (tool, span, bucket), (sign * executions,))
+            self._add("latency_range", (tool, span), (sign * executions,))
         for tool, (results, errors) in figures.tool_results.items():
             self._add("tool_result", (tool,), (sign * results, sign * errors))
         for tool, requests in figures.offered_tools.items():
             self._add("offered_tool", (tool,), (sign * requests, sign))
         for tool in figures.framework_tools:
             self._add("framework_tool", (tool,), (sign,))
+        self._add("conversation", figures.conversation, (sign,))
         for module, made in figures.modules.items():
             self._add("module", (module,), (sign * made.lm_calls, sign * made.timed_calls, sign * made.total_seconds))
             self._add("module_max" if sign > 0 else "module_removal", (module,), (made.max_seconds, 1))
@@ -168,14 +192,15 @@ class Ledger:
     def __bool__(self) -> bool:
         return self.traces != 0 or any(any(values) for values in self.rows.values())
 
-    def nquads(self, graph: str | None = None, *, quads: bool = True) -> tuple[str, bytes]:
+    def nquads(self, graph: str | None = None, *, quads: bool = True, replaces: Iterable[str] = ()) -> tuple[str, bytes]:
         """This entry as N-Quads in its own graph (a new name unless ``graph`` is given), or as the N-Triples of that
-        graph with ``quads=False``: ``(graph, data)``. Rows are named IRIs, so that a request sent twice writes the
-        same triples once."""
+        graph with ``quads=False``: ``(graph, data)``; ``replaces``: the entries whose sum it is (:data:`REPLACED`).
+        Rows are named IRIs, so that a request sent twice writes the same triples once."""
         graph = graph or f"{LEDGER}{uuid.uuid4().hex}"
         tail = f" <{graph}> .\n" if quads else " .\n"
         lines = [f"<{graph}> <{LEDGER}entry_traces> {_literal(self.traces)}{tail}", f"<{graph}> <{LEDGER}version> {_literal(LEDGER_VERSION)}{tail}"]
-        for n, ((figure, key), values) in enumerate(sorted(self.rows.items(), key=lambda item: (item[0][0], tuple(k or "" for k in item[0][1])))):
+        lines += [f"<{graph}> <{LEDGER}replaces> <{entry}>{tail}" for entry in replaces]
+        for n, ((figure, key), values) in enumerate(sorted(self.rows.items(), key=lambda item: (item[0][0], tuple("" if k is None else str(k) for k in item[0][1])))):
             if not any(values) and figure not in _MAXIMA:
                 continue
             row = f"<{graph}/row/{n}>"
@@ -187,6 +212,30 @@ class Ledger:
             for column, value in zip(columns, values):
                 lines.append(f"{row} <{LEDGER}{column}> {_literal(Decimal(value) if column in _DECIMAL_COLUMNS else value)}{tail}")
         return graph, "".join(lines).encode("utf-8")
+
+    def split(self, max_bytes: int = 0, max_triples: int = 0) -> list[Ledger]:
+        """This entry as entries whose sums add up to it (the first counts the traces), each of at most about
+        ``max_bytes`` of N-Quads and ``max_triples`` triples (0: no bound), for a server that takes requests of a
+        bounded size: a batch with many tools and duration buckets makes an entry larger than any of its traces."""
+        _, data = self.nquads()
+        if (not max_bytes or len(data) <= max_bytes) and (not max_triples or data.count(b"\n") <= max_triples):
+            return [self]
+        head = len(Ledger().nquads()[1])
+        parts: list[Ledger] = []
+        current, size, count = Ledger(), head, 2
+        for key, values in self.rows.items():
+            one = Ledger()
+            one.rows[key] = values
+            row = one.nquads()[1]
+            row_bytes, row_triples = len(row) - head, row.count(b"\n") - 2
+            if current.rows and ((max_bytes and size + row_bytes > 0.9 * max_bytes) or (max_triples and count + row_triples > max_triples)):
+                parts.append(current)
+                current, size, count = Ledger(), head, 2
+            current.rows[key] = values
+            size, count = size + row_bytes, count + row_triples
+        parts.append(current)
+        parts[0].traces = self.traces
+        return parts
 
     @classmethod
     def from_rows(cls, entry: str, rows: Iterable[dict[str, str]]) -> Ledger:
@@ -207,7 +256,11 @@ class Ledger:
             keys, columns = FIGURES[figure]
             # a server may hand an integer back as a decimal ("2.0"): every value is read as a decimal first
             values = [Decimal(node.get(c, "0")) if c in _DECIMAL_COLUMNS else int(Decimal(node.get(c, "0"))) for c in columns]
-            ledger._add(figure, tuple(node.get(k) for k in keys), values)
+            key = tuple(
+                (Decimal(node[k]) if k in _DECIMAL_COLUMNS else int(Decimal(node[k])) if k in _INTEGER_KEYS else node[k]) if k in node else None
+                for k in keys
+            )
+            ledger._add(figure, key, values)
         return ledger
 
 

@@ -372,6 +372,11 @@ class RemoteStore(TraceStore):
             return WriteMethod.QUADS
         return WriteMethod.GRAPH if "virtuoso" in server else WriteMethod.UPDATE
 
+    def _entry_bounds(self) -> tuple[int, int]:
+        method = self._write_method()
+        limit = self.request_bytes or DEFAULT_REQUEST_BYTES.get(method, 0)
+        return (limit if method is not WriteMethod.GRAPH else 0), (UPDATE_REQUEST_TRIPLES if method is WriteMethod.UPDATE else 0)
+
     def _write_batch(self, batch: list[EncodedTrace], *, bulk: bool) -> list[tuple[str, str]]:
         """Send a batch in requests of whole traces (see the module docstring). A :class:`StoreError` from here
         carries ``written``: the IRIs of this batch that were stored before it failed."""
