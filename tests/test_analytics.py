@@ -610,8 +610,10 @@ def test_the_limit_parameter_reaches_every_limit_of_a_query():
     """A top-N sub-SELECT keeps as many rows as the query returns: the limit parameter replaces each of its LIMITs."""
     for q in list_queries():
         if any(p.name == "limit" for p in q.parameters):
-            limits = re.findall(r"\bLIMIT\s+(\d+)", bind_parameters(q, {"limit": "7"}), re.I)
+            bound = bind_parameters(q, {"limit": "7"})
+            limits = re.findall(r"\bLIMIT\s+(\d+)", bound, re.I) + re.findall(r"VALUES \(\?limit\) \{ \((\d+)\) \}", bound)
             assert limits and set(limits) == {"7"}, q.name
+    assert "VALUES (?limit) { (7) }" in bind_parameters(get_query("longest_conversations"), {"limit": "7"})
 
 
 def test_every_query_runs_and_returns_its_columns(store):
@@ -1601,7 +1603,7 @@ def test_a_ledger_entry_larger_than_a_request_is_written_in_parts_a_server_takes
         for part in Ledger.split(store.ledger(), 0, 800):
             total.merge(part)
         assert total.rows == store.ledger().rows and total.traces == len(runs)
-        for name in ("slowest_tool_executions", "tool_latency_per_tool", "longest_conversations", "tool_calls_per_tool"):
+        for name in ("slowest_tool_executions", "longest_conversations", "tool_calls_per_tool"):
             assert run_query(store, name, {}).rows == over_triples(store, name, {}).rows, name
             assert run_query(store, name, {}).rows
         clear_traces(store)

@@ -25,7 +25,8 @@ Parameters are never pasted into query text as the user wrote them:
 - ``date`` values must be ``YYYY-MM-DD`` and become ``xsd:date`` literals, ``int`` values become
   ``xsd:integer`` literals, both after validation;
 - a ``limit`` parameter is validated as a non-negative integer and only that integer replaces the number of
-  the query's ``LIMIT`` lines (a line of its own, at the start: the final one, and that of a top-N subquery).
+  the query's ``LIMIT`` lines (a line of its own, at the start: the final one, and that of a top-N subquery) and of
+  any ``VALUES (?limit) { (N) }`` line (a sub-SELECT that compares counts with the limit).
 
 Unknown parameter names and invalid values raise :class:`ValueError` naming the parameter and the expected
 type.
@@ -123,6 +124,7 @@ class NamedQuery:
 _PARAM_LINE = re.compile(r"^#\s+([a-z_][a-z0-9_]*)\s+\((\w+),\s*([^)]*)\)\s+-\s+(.+)$")
 _VALUES_BLOCK = re.compile(r"^[ \t]*VALUES[ \t]*\(((?:[ \t]*\?[a-z_][a-z0-9_]*)+)[ \t]*\)[ \t]*\{[ \t]*\(((?:[ \t]*UNDEF)+)[ \t]*\)[ \t]*\}[ \t]*$", re.M)
 _LIMIT_LINE = re.compile(r"^LIMIT[ \t]+(\d+)[ \t]*$", re.M)
+_LIMIT_VALUE = re.compile(r"^([ \t]*VALUES \(\?limit\) \{ \()(\d+)(\) \})[ \t]*$", re.M)
 _INDENTED_LIMIT = re.compile(r"^[ \t]+LIMIT[ \t]+\d+", re.M | re.I)
 
 
@@ -175,7 +177,8 @@ def _parse(name: str, text: str) -> NamedQuery:
     limits = _LIMIT_LINE.findall(text)
     limit = next((p for p in params if p.is_limit), None)
     if limit is not None:
-        if limit.type != "int" or not limits or any(found != limit.default for found in limits):
+        values = [match.group(2) for match in _LIMIT_VALUE.finditer(text)]
+        if limit.type != "int" or not limits or any(found != limit.default for found in limits + values):
             raise ValueError(f"query {name}: the limit parameter needs 'LIMIT {limit.default}' lines (the final one, and any of a top-N subquery)")
         if _INDENTED_LIMIT.search(text):  # the parameter would not reach it
             raise ValueError(f"query {name}: every LIMIT line starts at the beginning of its line, where the limit parameter replaces it")
@@ -320,6 +323,7 @@ def bind_parameters(query: NamedQuery, params: dict[str, Any] | None = None) -> 
             except ValueError as exc:
                 raise ValueError(f"parameter {p.name!r} of query {query.name!r}: {exc}") from None
             text = _LIMIT_LINE.sub(f"LIMIT {number}", text)
+            text = _LIMIT_VALUE.sub(lambda match: f"{match.group(1)}{number}{match.group(3)}", text)
     return text
 
 

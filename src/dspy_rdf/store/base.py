@@ -307,11 +307,17 @@ class TraceStore(ABC):
 
         def commit(number: int, batch: list[EncodedTrace], taken: int) -> None:
             try:
-                refused = self._write_batch(batch + self._ledger_entry(batch), bulk=bulk) if batch else []
+                entry = self._ledger_entry(batch)
+                refused = self._write_batch(batch + entry, bulk=bulk) if batch else []
                 if refused:
                     gone = {iri for iri, _ in refused}
-                    if not any(iri.startswith(LEDGER) for iri in gone):  # its entry is stored: take the refused out again
-                        self._write_ledger(self._ledger_of([item for item in batch if item.iri in gone], sign=-1))
+                    if entry and entry[-1].iri not in gone:  # the part of its entry that counts the traces is stored
+                        if any(iri.startswith(LEDGER) for iri in gone):
+                            # some of its rows are not: take the count out again, so that the ledger is not current
+                            # (the queries read the triples) until migrate counts the store again
+                            self._write_ledger(self._count_only(-len(batch)))
+                        else:  # take the refused traces out again
+                            self._write_ledger(self._ledger_of([item for item in batch if item.iri in gone], sign=-1))
                     refused = [(iri, why) for iri, why in refused if not iri.startswith(LEDGER)]
             except StoreError as exc:
                 # A remote store writes a batch in several requests and says which of its traces it wrote before failing.
@@ -462,6 +468,13 @@ class TraceStore(ABC):
             return []
         return self._ledger_entry_of(self._ledger_of(batch))
 
+    @staticmethod
+    def _count_only(traces: int) -> Ledger:
+        """An entry that only counts traces (no figures)."""
+        ledger = Ledger()
+        ledger.traces = traces
+        return ledger
+
     def _write_ledger(self, ledger: Ledger) -> None:
         """Write one entry of the ledger on its own (a removal, a correction)."""
         if ledger:
@@ -473,8 +486,11 @@ class TraceStore(ABC):
         return 0, 0
 
     def _ledger_entry_of(self, ledger: Ledger) -> list[EncodedTrace]:
+        """The entry's graphs, the one that counts the traces last: a write stopped before it, or refused, leaves the
+        ledger not current rather than current with rows missing."""
+        parts = ledger.split(*self._entry_bounds())
         out = []
-        for part in ledger.split(*self._entry_bounds()):
+        for part in parts[1:] + parts[:1]:
             graph, data = part.nquads()
             out.append(EncodedTrace(graph, data, data.count(b"\n")))
         return out
@@ -482,11 +498,13 @@ class TraceStore(ABC):
     def ledger(self) -> Ledger:
         """The sum of every entry of the ledger, read one entry at a time (memory: one entry, whatever their number);
         entries that a sum replaces (a fold stopped midway) are not counted."""
-        total = Ledger()
         replaced = set(self._replaced_entries())
-        for entry in self.ledger_entries():
-            if entry in replaced:
-                continue
+        return self._sum_of([entry for entry in self.ledger_entries() if entry not in replaced])
+
+    def _sum_of(self, entries: list[str]) -> Ledger:
+        """The sum of these entries of the ledger, read one at a time."""
+        total = Ledger()
+        for entry in entries:
             rows = self.select(entry_query(entry))["results"]["bindings"]
             total.merge(Ledger.from_rows(entry, ({name: term["value"] for name, term in row.items()} for row in rows)))
         return total
@@ -534,8 +552,11 @@ class TraceStore(ABC):
         self._finish_replacing()
         old = self.ledger_entries()
         ledger = Ledger()
+        # a trace without this release's derived facts lacks what queries over the ledger look up (its duration
+        # buckets): not counted, so that the ledger is not current while the store holds one
+        outdated = set(self.traces_with_outdated_facts())
         for iri in self.trace_iris():
-            for figures in self._stored_figures(iri):  # a graph this release cannot read is not counted
+            for figures in self._stored_figures(iri) if iri not in outdated else ():  # nor a graph this release cannot read
                 ledger.add(figures)
             if progress is not None:
                 progress(1)
@@ -550,16 +571,16 @@ class TraceStore(ABC):
         old = self.ledger_entries()
         if len(old) < 2 or self._ledger_state()[1]:
             return 0
-        self._replace_ledger(old, self.ledger())
+        self._replace_ledger(old, self._sum_of(old))  # exactly these: an entry written meanwhile stays as it is
         return len(old)
 
     def _replace_ledger(self, old: list[str], ledger: Ledger) -> None:
-        """Write ``ledger`` as new entries, then remove the entries ``old`` one at a time. Until the last is removed the
-        entries count the traces twice, so the ledger is not current; the part that counts the traces is written last,
-        so a write stopped before it leaves the ledger not current too, until ``migrate`` (the embedded store, whose
-        folds run unattended, names the entries a sum replaces instead: see its ``_replace_ledger``)."""
+        """Write ``ledger`` as new entries, the part that counts the traces first, then remove the entries ``old`` one
+        at a time: until the last is removed the traces are counted twice, so the ledger is not current (a step
+        stopped midway leaves it so until ``migrate``; the embedded store, whose folds run unattended, names the
+        entries a sum replaces instead: see its ``_replace_ledger``)."""
         parts = self._ledger_entry_of(ledger)
-        self._write_batch(parts[1:] + parts[:1], bulk=False)
+        self._write_batch(parts[-1:] + parts[:-1], bulk=False)  # the count first: the traces counted twice meanwhile
         for entry in old:
             self._delete_graph(entry)
 

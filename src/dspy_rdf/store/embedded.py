@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -124,6 +125,9 @@ class EmbeddedStore(TraceStore):
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
         self.read_only = read_only
         self._entries_written = 0  # ledger entries written since the last fold (see _FOLD_EVERY)
+        # A fold is several transactions (see _replace_ledger): queries wait for one under way, so that none reads the
+        # ledger halfway (a fold runs in the thread of a write, a query in any other).
+        self._ledger_lock = threading.RLock()
         if not read_only:
             # Index files of a bulk batch that a killed export built but never ingested: never part of the store,
             # only disk space. Holding the write lock, no other process can be building such files now.
@@ -170,6 +174,10 @@ class EmbeddedStore(TraceStore):
 
         A query pyoxigraph cannot run (bad syntax, a function it does not have) is a ``ValueError``; one that fails
         while it runs (a ``SERVICE`` endpoint that cannot be reached, the disk) is a :class:`StoreError`."""
+        with self._ledger_lock:
+            return self._select(sparql, limit=limit, deadline=deadline)
+
+    def _select(self, sparql: str, *, limit: int | None, deadline: float | None) -> SparqlJson:
         try:
             result = self._store.query(sparql)
             if isinstance(result, ox.QueryBoolean):
@@ -196,6 +204,10 @@ class EmbeddedStore(TraceStore):
 
     def construct(self, sparql: str) -> bytes:
         """Run a SPARQL CONSTRUCT query with pyoxigraph; return N-Triples."""
+        with self._ledger_lock:
+            return self._construct(sparql)
+
+    def _construct(self, sparql: str) -> bytes:
         try:
             result = self._store.query(sparql)
             if not isinstance(result, ox.QueryTriples):
@@ -230,7 +242,16 @@ class EmbeddedStore(TraceStore):
         self._update([iri], removed)
         return True
 
+    def fold_ledger(self) -> int:
+        """See :meth:`TraceStore.fold_ledger`; queries wait while it runs."""
+        with self._ledger_lock:
+            return super().fold_ledger()
+
     def _replace_ledger(self, old: list[str], ledger: Ledger) -> None:
+        with self._ledger_lock:
+            self._replace_entries(old, ledger)
+
+    def _replace_entries(self, old: list[str], ledger: Ledger) -> None:
         # Not one transaction: pyoxigraph holds a transaction's every change in memory, and the entries of a large
         # export hold a row per tool and duration bucket (an export of 100k LM calls peaked at 0.7 GB folding them in
         # one). The sum names the entries it replaces, which the ledger's readers then leave out (REPLACED).
@@ -248,7 +269,8 @@ class EmbeddedStore(TraceStore):
     def _release_write_buffers(self) -> None:
         """Write RocksDB's memtables to files and hand their memory back. Bulk loads bypass them, but every other
         write (a fold, a removal, a small batch) fills one per index, and each grows until RocksDB's own limit before it
-        is written out: an export of 1M LM calls peaked at 1 GB, against 0.3 GB with this after every fold."""
+        is written out (docs/benchmarks.md: an export of 1M LM calls peaks at 0.9 GB with this during and after
+        every fold, 1.02 GB when a fold was one transaction and nothing flushed)."""
         try:
             self._store.flush()
         except OSError as exc:
