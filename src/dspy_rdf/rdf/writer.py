@@ -28,7 +28,7 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor
 
-__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "UsageFigures", "duration_bucket", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
+__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "UsageFigures", "decimal_text", "duration_bucket", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
 
 DERIVED_FACTS_VERSION = 3
 """The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
@@ -109,12 +109,15 @@ def _decimal(value: float | int | Decimal, slot: str) -> str:
     number = _exact(value)
     if not number.is_finite() or abs(number) >= _DECIMAL_LIMIT:
         raise ValueError(f"{slot} {value!r} cannot be written as a decimal number that every store keeps (finite, at most 20 digits before the point)")
+    return f'"{decimal_text(number)}"' + _DECIMAL_DT
+
+
+def decimal_text(number: Decimal) -> str:
+    """The text of an ``xsd:decimal`` as every store keeps it: no exponent, no trailing zeros (``-0`` is ``0``)."""
     text = format(number, "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
-    if text in ("-0", ""):
-        text = "0"
-    return f'"{text}"' + _DECIMAL_DT
+    return "0" if text in ("-0", "") else text
 
 
 def seconds_between(start: str, end: str) -> Decimal | None:

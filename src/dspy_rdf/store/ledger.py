@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from dspy_rdf.rdf.writer import TraceFigures, duration_bucket
+from dspy_rdf.rdf.writer import TraceFigures, decimal_text, duration_bucket
 
 __all__ = ["LEDGER", "LEDGER_VERSION", "ENTRIES", "REPLACED", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
 
@@ -124,12 +124,8 @@ def _larger(one: tuple[Decimal, int], other: tuple[Decimal, int]) -> tuple[Decim
 
 def _literal(value: Any) -> str:
     if isinstance(value, Decimal) or isinstance(value, float):
-        # the text the writer gives a decimal (no exponent, no trailing zeros): a bucket is joined to the executions'
-        text = format(Decimal(value), "f")
-        if "." in text:
-            text = text.rstrip("0").rstrip(".")
-        if text in ("-0", ""):
-            text = "0"
+        # the text the writer gives a decimal: a bucket is joined to the executions'
+        text = decimal_text(Decimal(value))
         return f'"{text}"^^<{_XSD}decimal>'
     if isinstance(value, int):
         return f'"{value}"^^<{_XSD}integer>'
