@@ -1603,7 +1603,7 @@ def test_a_ledger_entry_larger_than_a_request_is_written_in_parts_a_server_takes
         for part in Ledger.split(store.ledger(), 0, 800):
             total.merge(part)
         assert total.rows == store.ledger().rows and total.traces == len(runs)
-        for name in ("slowest_tool_executions", "longest_conversations", "tool_calls_per_tool"):
+        for name in ("slowest_tool_executions", "longest_conversations", "tool_calls_per_tool", "tool_latency_per_tool"):
             assert run_query(store, name, {}).rows == over_triples(store, name, {}).rows, name
             assert run_query(store, name, {}).rows
         clear_traces(store)
