@@ -635,7 +635,8 @@ MAINTAINED_PARAMS = [
     ("orphan_tool_results", BIG), ("orphan_tool_results", {"limit": "1"}),
     ("unanswered_tool_calls", BIG), ("unanswered_tool_calls", {"framework_tools": "1", "limit": "100000"}),
     ("unanswered_tool_calls", {"tool": "lost_lookup"}), ("unanswered_tool_calls", {"tool": "finish", "framework_tools": "1"}),
-    ("unanswered_tool_calls", {"limit": "3"}),
+    ("unanswered_tool_calls", {"limit": "3"}), ("unanswered_tool_calls", {"limit": "1"}),
+    ("unanswered_tool_calls", {"limit": "2", "framework_tools": "1"}),
 ]  # fmt: skip
 
 
@@ -661,6 +662,33 @@ def test_each_query_over_derived_facts_gives_the_rows_of_the_query_over_raw_trip
     assert maintained.rows == raw.rows
     if params in ({}, BIG):
         assert raw.rows, f"{name} finds nothing in the test store: the comparison would prove nothing"
+
+
+def test_unanswered_tool_calls_reads_only_the_first_traces_and_gives_every_row_of_the_raw_query_at_every_limit(traces, tmp_path):
+    """The query picks the first traces with a call to show before it reads their calls: at every limit, whether
+    DSPy's own tools are shown or not, its rows are the first rows of the raw query, in a store where traces hold
+    several unanswered calls, some of them of ReAct's own finish tool."""
+    forgetful = []
+    for run in range(5):
+        names = ["finish", "lost_lookup", "other_lookup"][: 1 + run % 3]  # the first run asks for finish alone
+        script = [[tool_call(f"call_{run}_{i}", name, json.dumps({"key": run})) for i, name in enumerate(names)], "I cannot.", "Still cannot."]
+        sink = MemorySink()
+        with dspy.context(lm=ScriptedLM(script), callbacks=[TraceRecorder(sink)]):
+            ForgetfulLoop()(question=f"What is k{run}?")
+        forgetful += sink.traces
+    with EmbeddedStore(tmp_path / "db") as store:
+        store.put([*traces, *forgetful])
+        for framework_tools in ("0", "1"):
+            every = over_raw_triples(store, "unanswered_tool_calls", {**BIG, "framework_tools": framework_tools}).rows
+            shown = [row[0] for row in every]
+            assert len(set(shown)) >= 5 and len(set(shown)) < len(shown), "some trace must have several calls to show"
+            for limit in range(1, len(every) + 2):
+                params = {"limit": str(limit), "framework_tools": framework_tools}
+                assert run_query(store, "unanswered_tool_calls", params).rows == every[:limit], params
+            if framework_tools == "0":
+                assert all(row[2] != "finish" for row in every)
+            else:
+                assert any(row[2] == "finish" for row in every)
 
 
 def test_removing_traces_removes_their_exception_facts(traces, tmp_path):
