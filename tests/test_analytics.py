@@ -252,13 +252,14 @@ class ForgetfulLoop(dspy.Module):
             messages.append({"role": "assistant", "content": lm(messages=list(messages), tools=specs)[0]})  # a text answer
 
 
-def recorded_forgetful_run() -> m.Trace:
-    """ForgetfulLoop on the real dspy.LM (offline), recorded: one call of ``lost_lookup`` carried by three parts and
-    answered by none, and one result (call id ``call_gone``) carried by two parts that answers no call."""
+def recorded_forgetful_run(calls: list | None = None, question: str = "What is k?") -> m.Trace:
+    """ForgetfulLoop on the real dspy.LM (offline), recorded: by default one call of ``lost_lookup`` carried by three
+    parts and answered by none (or the tool calls ``calls``, none answered), and one result (call id ``call_gone``)
+    carried by two parts that answers no call."""
     sink = MemorySink()
-    script = [[tool_call("call_lost", "lost_lookup", '{"key": "k"}')], "I cannot.", "Still cannot."]
+    script = [calls or [tool_call("call_lost", "lost_lookup", '{"key": "k"}')], "I cannot.", "Still cannot."]
     with dspy.context(lm=ScriptedLM(script), callbacks=[TraceRecorder(sink)]):
-        ForgetfulLoop()(question="What is k?")
+        ForgetfulLoop()(question=question)
     [trace] = sink.traces
     return trace
 
@@ -668,14 +669,14 @@ def test_unanswered_tool_calls_reads_only_the_first_traces_and_gives_every_row_o
     """The query picks the first traces with a call to show before it reads their calls: at every limit, whether
     DSPy's own tools are shown or not, its rows are the first rows of the raw query, in a store where traces hold
     several unanswered calls, some of them of ReAct's own finish tool."""
-    forgetful = []
-    for run in range(5):
-        names = ["finish", "lost_lookup", "other_lookup"][: 1 + run % 3]  # the first run asks for finish alone
-        script = [[tool_call(f"call_{run}_{i}", name, json.dumps({"key": run})) for i, name in enumerate(names)], "I cannot.", "Still cannot."]
-        sink = MemorySink()
-        with dspy.context(lm=ScriptedLM(script), callbacks=[TraceRecorder(sink)]):
-            ForgetfulLoop()(question=f"What is k{run}?")
-        forgetful += sink.traces
+    forgetful = [
+        recorded_forgetful_run(
+            # the first run asks for finish alone
+            [tool_call(f"call_{run}_{i}", name, json.dumps({"key": run})) for i, name in enumerate(["finish", "lost_lookup", "other_lookup"][: 1 + run % 3])],
+            question=f"What is k{run}?",
+        )
+        for run in range(5)
+    ]
     with EmbeddedStore(tmp_path / "db") as store:
         store.put([*traces, *forgetful])
         for framework_tools in ("0", "1"):
@@ -1631,7 +1632,7 @@ def test_a_ledger_entry_larger_than_a_request_is_written_in_parts_a_server_takes
         for part in Ledger.split(store.ledger(), 0, 800):
             total.merge(part)
         assert total.rows == store.ledger().rows and total.traces == len(runs)
-        for name in ("slowest_tool_executions", "longest_conversations", "tool_calls_per_tool", "tool_latency_per_tool"):
+        for name in ("slowest_tool_executions", "tool_latency_per_tool", "longest_conversations", "tool_calls_per_tool"):
             assert run_query(store, name, {}).rows == over_triples(store, name, {}).rows, name
             assert run_query(store, name, {}).rows
         clear_traces(store)
