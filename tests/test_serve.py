@@ -153,7 +153,7 @@ def test_a_request_refused_whole_is_answered_with_its_reason_and_nothing_is_kept
         url = server.url
         cases = [
             (post(url, b"{}", "text/plain"), 415, "unsupported Content-Type 'text/plain'"),
-            (post(url, b"{not json"), 400, "the body is not JSON"),
+            (post(url, b"{not json"), 400, "not valid JSON"),
             (post(url, b"[1, 2]"), 400, "not an OTLP/JSON export"),
             (post(url, b'{"resourceSpans": 3}'), 400, "resourceSpans: expected a list"),
             (post(url, b"\x0a\xff\xff", "application/x-protobuf"), 400, "not an OTLP ExportTraceServiceRequest"),
@@ -167,6 +167,24 @@ def test_a_request_refused_whole_is_answered_with_its_reason_and_nothing_is_kept
             assert response.status_code == status and said in response.text, (status, response.text)
             assert len(response.text.strip().splitlines()) == 1
         assert server.spool.stats().appended == 0 and server.status()["received"]["refused_requests"] == 9
+
+
+@pytest.mark.parametrize("flaw", ["a key twice", "NaN"])
+def test_json_a_file_refuses_is_refused_by_the_receiver_for_the_same_reason(flaw, tmp_path, capsys):
+    line = json.dumps(json.loads((CROSS / "openinference.json").read_bytes()))  # one line: a JSON Lines file of it
+    if flaw == "a key twice":  # Python's json keeps the second value: an export of nothing, where the file has runs
+        body, said = '{"resourceSpans": [], ' + line[1:], "the key 'resourceSpans' appears twice"
+    else:
+        body, said = line.replace('"startTimeUnixNano":', '"x": NaN, "startTimeUnixNano":', 1), "NaN is not a JSON number"
+    assert body != line
+    source = tmp_path / "export.jsonl"
+    source.write_text(body + "\n")
+    assert main(["export", str(source), "--store", str(tmp_path / "from-file")]) != 0
+    assert said in capsys.readouterr().err
+    with served(tmp_path) as server:
+        response = post(server.url, body.encode())
+        assert response.status_code == 400 and said in response.text, response.text
+        assert server.spool.stats().appended == 0
 
 
 def test_the_sparql_endpoint_is_read_only_and_answers_the_protocol(tmp_path):

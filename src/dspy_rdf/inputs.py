@@ -28,7 +28,7 @@ from dspy_rdf.canonical.model import SourceFormat, Trace
 from dspy_rdf.rdf import RDF_SUFFIXES
 from dspy_rdf.sources.tracejson import TraceStream
 
-__all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "ResumePoint", "is_json_ld", "read_traces"]
+__all__ = ["JSONL_SUFFIXES", "RDF_SUFFIXES", "InputItem", "ResumePoint", "is_json_ld", "parse_json", "read_traces"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -59,7 +59,10 @@ class InputItem:
 _BOM = b"\xef\xbb\xbf"
 
 
-def _decode(raw: bytes, source: str, line: int | None) -> object:
+def parse_json(raw: bytes, source: str, line: int | None = None) -> object:
+    """One JSON value from UTF-8 bytes, read strictly: a key given twice in an object, NaN or Infinity are
+    :class:`TraceInputError` naming ``source`` and ``line`` (Python's json would keep the last value, or a float no
+    JSON reader gives), so every way traces come in (a file, the receiver) reads the same bytes the same way."""
     # A byte order mark is not JSON, but Windows tools write one at the start of UTF-8 files: it is skipped.
     skipped = len(_BOM) if raw.startswith(_BOM) else 0
     try:
@@ -167,7 +170,7 @@ def read_traces(
                 if not raw.strip():
                     continue
                 try:
-                    value = _decode(raw, source, number)
+                    value = parse_json(raw, source, number)
                 except TraceInputError as exc:
                     found = [InputItem(source, number, None, exc.located(source=source, line=number))]
                     index += 1
@@ -182,7 +185,7 @@ def read_traces(
         raw = path.read_bytes()
         if progress is not None:
             progress(len(raw))
-        value = _decode(raw, source, None)
+        value = parse_json(raw, source, None)
     except TraceInputError as exc:
         yield InputItem(source, None, None, exc.located(source=source))
         return

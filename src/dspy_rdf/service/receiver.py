@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from dspy_rdf.canonical.errors import DspyRdfError, TraceInputError
+from dspy_rdf.inputs import parse_json
 from dspy_rdf.sources.otlp import spans_from_otlp, spans_from_proto
 from dspy_rdf.sources.spans import Span
 
@@ -182,12 +183,10 @@ def decode_request(body: bytes, content_type: str, content_encoding: str = "", *
 def _decode(encoding: Encoding, body: bytes) -> Any:
     if encoding is Encoding.PROTOBUF:
         return _from_protobuf(body)
-    try:
-        export = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ReceiverError(f"the body is not JSON: {exc}", status=400) from None
-    except RecursionError:
-        raise ReceiverError("the body is JSON nested too deeply to read", status=400) from None
+    try:  # read as a file's line is, so the same bytes give the same answer by HTTP and from a file
+        export = parse_json(body, "the body")
+    except TraceInputError as exc:
+        raise ReceiverError(str(exc), status=400) from None
     if not isinstance(export, dict):
         raise ReceiverError("the body is not an OTLP/JSON export (an object with resourceSpans)", status=400)
     if not export:
