@@ -613,3 +613,21 @@ def test_a_worker_process_killed_midstream_loses_nothing(tmp_path):
         assert any("worker process" in e for e in status["recent_errors"]), status
         with open_store(server.url) as remote, EmbeddedStore(exported(CROSS / "openinference.json", tmp_path / "file")) as file:
             assert rows(remote) == rows(file)
+
+
+def test_a_span_pickled_for_a_worker_process_comes_back_equal_in_every_field():
+    import dataclasses
+    import pickle
+
+    from dspy_rdf.sources.spans import Span, SpanStatus
+
+    samples = {
+        "trace_id": "ab" * 16, "span_id": "cd" * 8, "parent_id": "ef" * 8, "name": "Predict.forward", "start_ns": 1, "end_ns": 2,
+        "attributes": {"input.value": "{}"}, "path": "resourceSpans[0]", "status": SpanStatus.ERROR, "status_message": "boom",
+        "events": [("exception", {"exception.type": "ValueError"})], "links": 3,
+    }  # fmt: skip
+    fields = [f.name for f in dataclasses.fields(Span)]
+    assert set(fields) == set(samples), f"give the new field of Span a sample value here: {set(fields) ^ set(samples)}"
+    span = Span(**samples)
+    again = pickle.loads(pickle.dumps(span))
+    assert again == span and all(getattr(again, name) == value for name, value in samples.items())

@@ -201,6 +201,8 @@ def _proto_value(value: Any) -> Any:
     """An ``AnyValue`` message as :func:`decode_any_value` reads protobuf's JSON of it (bytes as base64 text, a
     non-finite double as the text JSON gives it, an empty value as None)."""
     which = value.WhichOneof("value")
+    if which == "string_value":  # nearly every attribute
+        return value.string_value
     if which is None:
         return None
     if which == "array_value":
