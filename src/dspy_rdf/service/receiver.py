@@ -139,7 +139,8 @@ def _kept(export: Any, tag: bytes, body: bytes) -> Received:
     if not rejected:
         return Received(accepted, tag + body, 0, "")
     kept = _without_unreadable_spans(_as_json(export))
-    return Received(accepted, b"J" + json.dumps(kept, ensure_ascii=False).encode("utf-8"), len(rejected), rejected[0])
+    # ASCII: a string may hold a lone surrogate (JSON's "\ud800"), which UTF-8 cannot encode
+    return Received(accepted, b"J" + json.dumps(kept).encode("ascii"), len(rejected), rejected[0])
 
 
 def _without_unreadable_spans(export: dict[str, Any]) -> dict[str, Any]:
@@ -180,13 +181,24 @@ def decode_request(body: bytes, content_type: str, content_encoding: str = "", *
     return encoding, _kept(export, b"P" if encoding is Encoding.PROTOBUF else b"J", body)
 
 
-def _decode(encoding: Encoding, body: bytes) -> Any:
+def _decode(encoding: Encoding, body: bytes, *, strict: bool = True) -> Any:
+    """The export a body holds. ``strict``: JSON read as a file's line is (a key given twice, NaN: refused), so the
+    same bytes give the same answer by HTTP and from a file; a spool record, acknowledged once (perhaps by a release
+    that read JSON leniently), is read again leniently, so that what was acknowledged is stored."""
     if encoding is Encoding.PROTOBUF:
         return _from_protobuf(body)
-    try:  # read as a file's line is, so the same bytes give the same answer by HTTP and from a file
-        export = parse_json(body, "the body")
-    except TraceInputError as exc:
-        raise ReceiverError(str(exc), status=400) from None
+    if strict:
+        if not body.removeprefix(b"\xef\xbb\xbf").strip():
+            raise ReceiverError("the body is empty: send an OTLP/JSON export (an object with resourceSpans)", status=400)
+        try:
+            export = parse_json(body, "the body")
+        except TraceInputError as exc:
+            raise ReceiverError(str(exc), status=400) from None
+    else:
+        try:
+            export = json.loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise ReceiverError(f"the record is not JSON: {exc}", status=400) from None
     if not isinstance(export, dict):
         raise ReceiverError("the body is not an OTLP/JSON export (an object with resourceSpans)", status=400)
     if not export:
@@ -200,7 +212,7 @@ def spans_of_record(record: bytes) -> list[ReadSpan]:
     tag = _TAGS.get(record[:1])
     if tag is None:
         raise ReceiverError(f"a spool record tagged {record[:1]!r} is not one this receiver wrote", status=500)
-    spans, _ = _read_spans(_decode(Encoding.PROTOBUF if tag == "protobuf" else Encoding.JSON, record[1:]))
+    spans, _ = _read_spans(_decode(Encoding.PROTOBUF if tag == "protobuf" else Encoding.JSON, record[1:], strict=False))
     return spans
 
 

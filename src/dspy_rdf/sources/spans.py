@@ -88,7 +88,7 @@ class Span:
     def __reduce__(self) -> tuple[type[Span], tuple[Any, ...]]:
         # A live receiver sends gathered spans to worker processes: rebuilt from their fields, a span unpickles in
         # a third of the time the slots dataclass's own state protocol takes.
-        return (Span, (self.trace_id, self.span_id, self.parent_id, self.name, self.start_ns, self.end_ns, self.attributes,
+        return (type(self), (self.trace_id, self.span_id, self.parent_id, self.name, self.start_ns, self.end_ns, self.attributes,
                        self.path, self.status, self.status_message, self.events, self.links))  # fmt: skip
 
 
