@@ -8,10 +8,12 @@ the server's own SPARQL endpoint (``--store http://...``).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -32,6 +34,7 @@ from dspy_rdf.interop.otlp import export_request_bytes, trace_to_resource_spans
 from dspy_rdf.service.receiver import decode_request, spans_of_record
 from dspy_rdf.service.server import ServeOptions, TraceServer, check_binding
 from dspy_rdf.service.spool import Spool
+from dspy_rdf.sources.spans import Span, SpanStatus
 from dspy_rdf.store import open_store
 from dspy_rdf.store.base import TraceStore
 from dspy_rdf.store.embedded import EmbeddedStore
@@ -631,11 +634,6 @@ def test_a_worker_process_killed_midstream_loses_nothing(tmp_path):
 
 
 def test_a_span_pickled_for_a_worker_process_comes_back_equal_in_every_field():
-    import dataclasses
-    import pickle
-
-    from dspy_rdf.sources.spans import Span, SpanStatus
-
     samples = {
         "trace_id": "ab" * 16, "span_id": "cd" * 8, "parent_id": "ef" * 8, "name": "Predict.forward", "start_ns": 1, "end_ns": 2,
         "attributes": {"input.value": "{}"}, "path": "resourceSpans[0]", "status": SpanStatus.ERROR, "status_message": "boom",
