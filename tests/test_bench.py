@@ -26,6 +26,7 @@ SMALLEST = {
     "bench_scale.py": ["--lm-calls", "30", "--runs", "1", "--workdir", "{tmp}"],
     "bench_capture.py": ["--runs", "2", "--rounds", "1", "--slow-runs", "1", "--slow-rounds", "1", "--lm-seconds", "0.001", "--handler-rounds", "1"],
     "bench_remote.py": ["--traces", "5", "--repeat", "1", "--workdir", "{tmp}"],
+    "bench_servers.py": ["--lm-calls", "30", "--runs", "1", "--buffers", "20000", "--workdir", "{tmp}"],
 }
 
 
@@ -41,8 +42,8 @@ def test_every_benchmark_script_is_listed_here_in_the_readme_and_in_the_figures(
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("script", sorted(SMALLEST))
 def test_the_benchmark_runs_on_its_smallest_workload(script, tmp_path):
-    if script == "bench_remote.py" and shutil.which("oxigraph") is None and not (Path(sys.executable).parent / "oxigraph").exists():
-        pytest.skip("bench_remote.py needs the oxigraph server command (pip install oxigraph)")
+    if script in ("bench_remote.py", "bench_servers.py") and shutil.which("oxigraph") is None and not (Path(sys.executable).parent / "oxigraph").exists():
+        pytest.skip(f"{script} needs the oxigraph server command (pip install oxigraph)")
     args = [arg.replace("{tmp}", str(tmp_path / "work")) for arg in SMALLEST[script]]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     result = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1100, check=False)

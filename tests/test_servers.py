@@ -15,8 +15,9 @@ import httpx
 import pyoxigraph as ox
 import pytest
 from conftest import CAPPED_ROWS, clear_traces
-from test_analytics import HOSTILE, hostile_run, midnight_run, misbehaving_model
+from test_analytics import HOSTILE, hostile_run, midnight_run, misbehaving_model, over_triples
 
+from dspy_rdf.analytics import run_query
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.identity import DEFAULT_BASE, trace_iri
 from dspy_rdf.cli.demo import bundled_traces_path
@@ -281,4 +282,55 @@ def test_many_traces_go_in_one_request_of_bounded_size(kind, request, server_env
         biggest = max(len(item.data) for item in encode_traces(traces, base=DEFAULT_BASE) if isinstance(item, EncodedTrace))
         assert max(small.writes) <= max(bound, biggest) * 1.2  # a trace larger than the bound goes alone
         assert dump_lines(store) and len(store.trace_iris()) == len(traces)
+        clear_traces(store)
+
+
+# --- the ledger on a server -----------------------------------------------------------------------------------------
+
+
+def server_url(kind: str, request, server_env) -> str:
+    """The URL of the session's server of this kind, its credentials set in the environment for the test."""
+    if kind == "oxigraph":
+        return request.getfixturevalue("oxigraph_server")
+    found = request.getfixturevalue("virtuoso_server")
+    server_env(found)
+    return found.url
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_server_store_folds_its_ledger_as_live_capture_writes_it(kind, request, server_env, traces):
+    """One put per run (live capture's way) writes one ledger entry each: a store on a server folds them into one
+    after every ``fold_every`` writes, as the embedded store does, so that the queries over the ledger read a bounded
+    number of entries however long a writer runs; the ledger stays current and answers as the triples do."""
+    with RemoteStore(server_url(kind, request, server_env), max_attempts=2) as store:
+        clear_traces(store)
+        store.fold_every = 3
+        most = 0
+        for trace in traces:
+            store.put([trace])
+            most = max(most, len(store.ledger_entries()))
+        assert 1 <= most <= store.fold_every < len(traces)
+        assert store.ledger_is_current() and store.ledger().traces == len(store.trace_iris()) == len(traces)
+        for name in ("tool_calls_per_tool", "tokens_per_model", "longest_conversations", "tool_latency_per_tool"):
+            assert run_query(store, name, {}).rows == over_triples(store, name, {}).rows, name
+        clear_traces(store)
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_an_export_into_a_server_leaves_one_ledger_entry(kind, request, server_env, tmp_path, capsys):
+    """``dspy-rdf export --store URL`` folds the server's ledger when it ends, as an export into the embedded store
+    does when it compacts: after two exports the ledger is one entry, current, and answers as the triples do."""
+    url = server_url(kind, request, server_env)
+    lines = bundled_traces_path().read_text(encoding="utf-8").splitlines(keepends=True)
+    halves = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    halves[0].write_text("".join(lines[:4]), encoding="utf-8")
+    halves[1].write_text("".join(lines[4:]), encoding="utf-8")
+    with RemoteStore(url, max_attempts=2) as store:
+        clear_traces(store)
+        for half in halves:
+            assert main(["export", str(half), "--store", url]) == 0, capsys.readouterr().err
+        assert len(store.ledger_entries()) == 1 and store.ledger_is_current()
+        assert store.ledger().traces == len(store.trace_iris()) > 4
+        for name in ("tool_calls_per_tool", "tokens_per_model", "finish_reasons", "lm_calls_per_module"):
+            assert run_query(store, name, {}).rows == over_triples(store, name, {}).rows, name
         clear_traces(store)

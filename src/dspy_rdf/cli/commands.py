@@ -175,6 +175,10 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
         if isinstance(store, EmbeddedStore) and (args.bulk or report.triples >= _OPTIMIZE_AFTER_TRIPLES):
             print(f"optimizing the store for queries after loading {report.triples} triples…", file=sys.stderr)
             store.optimize()
+        elif not isinstance(store, EmbeddedStore) and report.written:
+            # A server is not compacted from here, but its ledger's entries (one per batch) are folded into one, as
+            # optimize does: the queries over the ledger then read one entry.
+            store.fold_ledger()
     except StoreError as exc:
         done = getattr(exc, "report", None)
         written = len(done.written) if done is not None else 0

@@ -32,10 +32,6 @@ _REMOVALS_PER_FLUSH = 8
 """Entries of the ledger removed by a fold between two flushes of RocksDB's memtables (an entry of a large batch holds
 about 12,000 quads: a fold of 90 entries without flushes raised resident memory by 300 MB)."""
 
-_FOLD_EVERY = 256
-"""The embedded store folds its ledger's entries into one after this many writes of an entry (live capture writes one
-per run), so that the queries over the ledger read a bounded number of rows between compactions."""
-
 _BULK_MIN_TRIPLES = 5_000
 """Embedded batches this large go through the bulk loader; smaller ones are a transaction, which writes no files."""
 
@@ -124,7 +120,6 @@ class EmbeddedStore(TraceStore):
                 ) from None
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
         self.read_only = read_only
-        self._entries_written = 0  # ledger entries written since the last fold (see _FOLD_EVERY)
         # A fold is several transactions (see _replace_ledger): queries wait for one under way, so that none reads the
         # ledger halfway (a fold runs in the thread of a write, a query in any other).
         self._ledger_lock = threading.RLock()
@@ -159,10 +154,7 @@ class EmbeddedStore(TraceStore):
         except OSError as exc:
             raise StoreError(f"writing to the store at {self.path} failed: {exc}") from None
         if batch and batch[-1].iri.startswith(LEDGER):
-            self._entries_written += 1
-            if self._entries_written >= _FOLD_EVERY:
-                self._entries_written = 0
-                self.fold_ledger()
+            self._ledger_entry_written()
         return []  # pyoxigraph keeps every term the writer writes
 
     def _stored(self, iris: list[str]) -> set[str]:

@@ -10,9 +10,10 @@ model and day, the parts of each kind, the outputs of each finish reason, the ca
 those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
 added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets).
 Removing a trace adds an entry with its figures negated. An entry is written with its batch (in the same load on the
-embedded store), and entries are only ever added, so writers on several machines never contend for one counter. The
-embedded store folds its entries into one when it is compacted
-(:meth:`~dspy_rdf.store.embedded.EmbeddedStore.optimize`, after every export) and every few hundred writes.
+embedded store), and entries are only ever added, so writers on several machines never contend for one counter.
+Every store folds its entries into one every few hundred writes
+(:attr:`~dspy_rdf.store.base.TraceStore.fold_every`) and at the end of an export: the embedded store when it is
+compacted (:meth:`~dspy_rdf.store.embedded.EmbeddedStore.optimize`), a server's when ``dspy-rdf export`` ends.
 
 The figures of a trace are what the writer wrote for it (:class:`~dspy_rdf.rdf.writer.TraceFigures`), so a query over
 the ledger gives the rows of the same query over the triples; tests prove it on every store. The ledger is *current*

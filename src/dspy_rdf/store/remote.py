@@ -74,6 +74,7 @@ from dspy_rdf.store.http import (
     message_after_partial_answer,
     safe_url,
 )
+from dspy_rdf.store.ledger import LEDGER
 
 __all__ = [
     "GSP_URL_ENV",
@@ -394,6 +395,8 @@ class RemoteStore(TraceStore):
         except StoreError as exc:
             exc.written = written  # type: ignore[attr-defined]
             raise
+        if batch and batch[-1].iri.startswith(LEDGER) and batch[-1].iri in written:
+            self._ledger_entry_written()
         return refused
 
     def _write_group(self, group: list[EncodedTrace], method: WriteMethod) -> list[tuple[str, str]]:
