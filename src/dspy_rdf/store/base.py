@@ -260,7 +260,10 @@ class TraceStore(ABC):
             state.count = 0
         if state.folding.acquire(blocking=False):
             try:
-                self.fold_ledger()
+                # A ledger that is not current (a fold stopped midway on a server) is left to migrate: folding it
+                # would add up entries a sum already holds.
+                if self.ledger_is_current():
+                    self.fold_ledger()
             except StoreError:
                 # The batch that called is stored, and so are the entries: a fold that failed (a server gone
                 # meanwhile) only leaves more entries to read, or the ledger not current until the next fold or
