@@ -179,8 +179,7 @@ def _export_to_store(args: argparse.Namespace, inputs: _Inputs, redactor) -> int
             # A server is not compacted from here, but its ledger's entries (one per batch) are folded into one, as
             # optimize does: the queries over the ledger then read one entry. A failed fold loses no trace.
             try:
-                if store.ledger_is_current():
-                    store.fold_ledger()
+                store.fold_ledger()
             except StoreError as exc:
                 print(f"warning: every trace is stored, but folding the store's ledger failed ({exc}); run dspy-rdf migrate --store to count it again", file=sys.stderr)
     except StoreError as exc:

@@ -85,6 +85,7 @@ class EmbeddedStore(TraceStore):
     a concurrent writer, so :class:`StoreLockedError` says which process to wait for.
     """
 
+    fold_names_replaced = True  # see _replace_entries
     writer_threads = 1  # one bulk load at a time: two at once hold twice the memory for no measurable gain
 
     def __init__(self, path: str | Path, *, read_only: bool = False, create: bool = True) -> None:
