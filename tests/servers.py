@@ -77,13 +77,13 @@ class Server:
                 self.process.kill()
                 self.process.wait()
 
-    def isql(self, statements: str) -> str:
+    def isql(self, statements: str, timeout: float = 300) -> str:
         """Run SQL statements with Virtuoso's ``isql-vt`` as ``dba``; return its output (raise on failure)."""
         if self.sql_port is None:
             raise ValueError(f"{self.name} has no SQL port")
         done = subprocess.run(
             [_virtuoso_binary("isql-vt"), f"127.0.0.1:{self.sql_port}", "dba", "dba", f"exec={statements}"],
-            capture_output=True, text=True, timeout=300, check=False,
+            capture_output=True, text=True, timeout=timeout, check=False,
         )
         if done.returncode != 0 or "*** Error" in done.stdout + done.stderr:
             raise RuntimeError(f"isql-vt failed: {done.stdout[-2000:]} {done.stderr[-2000:]}")
@@ -146,7 +146,8 @@ def _virtuoso_binary(name: str) -> str:
 
 
 def virtuoso_ini(
-    directory: Path, *, http_port: int, sql_port: int, max_rows: int = 10_000, sorted_rows: int = 1_000_000, buffers: int = 20_000
+    directory: Path, *, http_port: int, sql_port: int, max_rows: int = 10_000, sorted_rows: int = 1_000_000, buffers: int = 20_000,
+    cost_limit: int = 0,
 ) -> str:
     """A ``virtuoso.ini`` that keeps every file of the server in ``directory``: the settings docs/remote-stores.md lists."""
     d = directory
@@ -174,11 +175,11 @@ ServerThreads = 10
 [SPARQL]
 ResultSetMaxRows = {max_rows}
 MaxQueryExecutionTime = 600
-MaxQueryCostEstimationTime = 600
+MaxQueryCostEstimationTime = {cost_limit}
 """
 
 
-def start_virtuoso(directory: Path, *, max_rows: int = 10_000, buffers: int = 20_000, reader: bool = False) -> Server:
+def start_virtuoso(directory: Path, *, max_rows: int = 10_000, buffers: int = 20_000, reader: bool = False, cost_limit: int = 0) -> Server:
     """Virtuoso 7 (``virtuoso-t``) on free ports with its database in ``directory`` (created), a write user with the
     ``SPARQL_UPDATE`` role (and, with ``reader``, a user without it); ``url`` is the authenticated endpoint and
     ``env`` the variables that make dspy-rdf write through it (digest authentication)."""
@@ -191,7 +192,7 @@ def start_virtuoso(directory: Path, *, max_rows: int = 10_000, buffers: int = 20
     while sql_port == http_port:
         sql_port = free_port()
     ini = directory / "virtuoso.ini"
-    ini.write_text(virtuoso_ini(directory, http_port=http_port, sql_port=sql_port, max_rows=max_rows, buffers=buffers), encoding="utf-8")
+    ini.write_text(virtuoso_ini(directory, http_port=http_port, sql_port=sql_port, max_rows=max_rows, buffers=buffers, cost_limit=cost_limit), encoding="utf-8")
     log = directory / "console.log"
     with log.open("wb") as handle:
         process = subprocess.Popen([binary, "+configfile", str(ini), "+foreground"], cwd=directory, stdout=handle, stderr=subprocess.STDOUT)

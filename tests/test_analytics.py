@@ -737,6 +737,23 @@ def over_triples(store, name: str, params: dict) -> QueryResult:
     return QueryResult.from_json(store.select(bind_parameters(dataclasses.replace(query, text=query.scan), params)))
 
 
+ENGINE_VERSION_PARAMS = [(name, params, engine) for name, params in LEDGER_PARAMS for engine, _ in get_query(name).engine_versions]
+
+
+def test_some_query_has_a_version_for_an_engine():
+    assert ENGINE_VERSION_PARAMS  # else the test below tests nothing
+
+
+@pytest.mark.parametrize(("name", "params", "engine"), ENGINE_VERSION_PARAMS, ids=lambda value: getattr(value, "value", None) or (value if isinstance(value, str) else "-".join(f"{k}={v}" for k, v in value.items()) or "defaults"))
+def test_a_querys_version_for_one_engine_gives_the_rows_of_the_query_over_the_triples_on_every_store(store, name, params, engine):
+    """A version of a canned query planned for one engine (``queries/<engine>/``) is the same query: on every store
+    (whatever engine it is), its rows are those of the query over the triples."""
+    query = get_query(name)
+    planned = dataclasses.replace(query, text=dict(query.engine_versions)[engine])
+    rows = QueryResult.from_json(store.select(bind_parameters(planned, params))).rows
+    assert rows == over_triples(store, name, params).rows
+
+
 def test_the_ledger_queries_are_the_queries_with_a_scan_version():
     assert {name for name, _ in LEDGER_PARAMS} == {q.name for q in list_queries() if q.scan is not None}
 
@@ -810,6 +827,40 @@ def test_a_fold_stopped_midway_is_never_counted_twice_and_the_next_fold_finishes
         assert store.fold_ledger() == 0  # the entries left removed: nothing else to fold
         assert store.ledger_entries() == [graph] and store.ledger_is_current()
         assert ledger_answers(store) == answers
+
+
+def test_a_forked_process_counts_and_folds_its_own_ledger_writes(tmp_path):
+    """A process forked while a thread of its parent folds the ledger (the fold's lock held, the count of entries
+    written running) counts its own writes and folds after ``fold_every`` of them: the parent's lock, whose holder
+    does not exist in the child, does not stop it."""
+    import os
+
+    with EmbeddedStore(tmp_path / "db") as store:
+        folds: list[int] = []
+        store.fold_ledger = lambda: folds.append(os.getpid()) or 0  # type: ignore[method-assign]
+        store.fold_every = 2
+        store._ledger_entry_written()  # the parent has counted one write
+        parents = store.__dict__["_ledger_writes"]
+        assert parents.folding.acquire(blocking=False)  # as a thread of the parent folding at the moment of the fork
+        try:
+            reading, writing = os.pipe()
+            child = os.fork()
+            if child == 0:  # pragma: no cover - the child reports through the pipe
+                try:
+                    store._ledger_entry_written()
+                    os.write(writing, b"folded" if folds else b"not folded")
+                    store._ledger_entry_written()
+                    os.write(writing, b" once" if len(folds) == 1 else b" twice or never")
+                finally:
+                    os._exit(0)
+            os.waitpid(child, 0)
+            os.close(writing)
+            assert os.read(reading, 100) == b"not folded once"
+        finally:
+            parents.folding.release()
+        assert folds == []  # the parent's own count is its own
+        store._ledger_entry_written()
+        assert folds == [os.getpid()]
 
 
 def test_removing_the_longest_call_of_a_module_leaves_its_maximum_to_the_triples_until_migrate(traces, tmp_path):
@@ -999,6 +1050,10 @@ def test_tool_latency_percentiles_at_every_rank(tmp_path):
             ]
             store.put([m.Trace(source_kind="program_run", source_format="dspy_callback", calls=calls)])
         rows = {r["tool"]: r for r in run_query(store, "tool_latency_per_tool").records()}
+        query = get_query("tool_latency_per_tool")
+        for engine, text in query.engine_versions:  # each engine's version ranks alike
+            planned = QueryResult.from_json(store.select(bind_parameters(dataclasses.replace(query, text=text), {})))
+            assert {r["tool"]: r for r in planned.records()} == rows, engine
     assert len(rows) == len(TIMED_LATENCIES)
     for k in range(1, len(TIMED_LATENCIES) + 1):
         row = rows[f"k{k}"]

@@ -25,7 +25,7 @@ from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, parse_traces
-from dspy_rdf.store import EmbeddedStore, EncodedTrace, encode_traces
+from dspy_rdf.store import EmbeddedStore, EncodedTrace, SparqlEngine, encode_traces
 from dspy_rdf.store.remote import RemoteAuthError, RemoteHTTPError, RemoteStore, WriteMethod
 
 SERVERS = ("oxigraph", "virtuoso")
@@ -108,6 +108,15 @@ def dump_lines(store) -> list[str]:
     handle = io.BytesIO()
     store.dump(handle)
     return sorted(handle.getvalue().decode("utf-8").split("\n")[:-1])  # not splitlines(): U+2028 is in a literal
+
+
+def test_a_store_knows_the_engine_that_answers_it(on_server, reference):
+    """The canned queries take a version planned for the engine that answers (queries/virtuoso/): each store names
+    its engine, a server's from the first answer it gives."""
+    with RemoteStore(on_server, max_attempts=2) as store:
+        assert store.sparql_engine is (SparqlEngine.VIRTUOSO if "sparql-auth" in on_server else SparqlEngine.OXIGRAPH)
+    with EmbeddedStore(reference, read_only=True) as embedded:
+        assert embedded.sparql_engine is SparqlEngine.OXIGRAPH
 
 
 def test_stats_count_the_same_on_every_store(on_server, reference):
@@ -218,6 +227,90 @@ def test_fast_validation_sees_every_trace_past_a_small_row_cap(virtuoso_capped, 
     code, out, err = run(["validate", "--store", virtuoso_capped.url, "--format", "json"], capsys)
     assert code in (0, 1) and err == "", err
     assert json.loads(out)["traces_validated"] == len(traces)
+
+
+def test_a_query_virtuoso_refuses_on_its_cost_estimate_is_one_line_naming_the_setting(tmp_path, server_env, traces, capsys):
+    """Virtuoso refuses, before running it, a query whose cost its optimizer estimates above its
+    MaxQueryCostEstimationTime (its estimates of the ledger's percentile steps are far above their run times): the
+    error is one line with the estimate, the limit and the setting that lifts it, not a page of the query's text."""
+    from conftest import _started
+    from servers import start_virtuoso
+
+    server = _started(start_virtuoso, tmp_path / "virtuoso", cost_limit=1)
+    try:
+        server_env(server)
+        with RemoteStore(server.url, max_attempts=2) as store:
+            store.put(traces)
+        # four patterns joined on nothing: estimated far above a second on any store (the canned percentiles are
+        # refused so at 10k LM calls under the limit of 600 s that Virtuoso's examples set)
+        product = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }"
+        code, out, err = run(["query", product, "--store", server.url], capsys)
+        assert code == 2 and out == "", out
+        assert len(err.strip().splitlines()) == 1, err
+        assert re.search(r"estimated [\d,]+ s against the limit of 1 s \(MaxQueryCostEstimationTime", err), err
+        assert "SELECT" not in err and "PREFIX" not in err
+    finally:  # the servers of the other tests turn the estimate off (MaxQueryCostEstimationTime = 0), as the docs advise
+        server.stop()
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_dump_with_its_ledger_loaded_by_a_servers_bulk_loader_answers_without_migrate(kind, reference, tmp_path, server_env, capsys):
+    """``dump --with-ledger`` of the embedded store, loaded as it is by the server's own bulk loader (Virtuoso's
+    ``ld_dir``, ``oxigraph serve``'s N-Quads ``POST`` to ``/store``): the server's ledger covers every trace at once,
+    so the canned queries read it, each with the embedded store's rows; exported into another embedded store, the
+    same file gives the same traces and a ledger of that store's own, each trace counted once."""
+    from conftest import _started
+    from servers import start_oxigraph, start_virtuoso
+
+    from dspy_rdf.analytics import list_queries
+
+    dump = tmp_path / "traces.nq"
+    code, _, err = run(["dump", "--store", str(reference), "-o", str(dump), "--with-ledger"], capsys)
+    assert code == 0 and "and its ledger" in err, err
+    if kind == "virtuoso":
+        server = _started(start_virtuoso, tmp_path / "virtuoso")
+        folder = server.directory / "load"
+        folder.mkdir()
+        (folder / dump.name).write_bytes(dump.read_bytes())
+        server.isql(f"ld_dir('{folder}', '{dump.name}', 'urn:dspy-rdf:unused'); rdf_loader_run(); checkpoint;")
+    else:
+        server = start_oxigraph(tmp_path / "oxigraph")
+        httpx.post(f"{server.url}/store", content=dump.read_bytes(), headers={"Content-Type": "application/n-quads"}).raise_for_status()
+    try:
+        server_env(server)
+        with RemoteStore(server.url, max_attempts=2) as remote, EmbeddedStore(reference, read_only=True) as embedded:
+            assert remote.ledger_is_current(maxima=True) and len(remote.ledger_entries()) == 1
+            assert remote.stats() == embedded.stats()
+            for query in list_queries():
+                assert run_query(remote, query.name).rows == run_query(embedded, query.name).rows, query.name
+    finally:
+        server.stop()
+    code, _, err = run(["export", str(dump), "--store", str(tmp_path / "again")], capsys)
+    assert code == 0 and "skipped" not in err, err
+    with EmbeddedStore(tmp_path / "again", read_only=True) as again, EmbeddedStore(reference, read_only=True) as embedded:
+        assert again.ledger_is_current(maxima=True) and again.ledger().traces == len(again.trace_iris()) == len(embedded.trace_iris())
+        assert dump_lines(again) == dump_lines(embedded)
+
+
+def test_a_dump_leaves_out_a_ledger_that_does_not_cover_every_trace_and_says_so(reference, tmp_path, capsys):
+    """``dump --with-ledger`` of a store whose ledger does not count every trace writes the traces only, with a
+    warning that names migrate; with ``--trace`` it is refused before anything is written."""
+    import shutil
+
+    copy = tmp_path / "db"
+    shutil.copytree(reference, copy)
+    with EmbeddedStore(copy) as store:
+        for entry in store.ledger_entries():
+            store.oxigraph.remove_graph(ox.NamedNode(entry))
+        assert not store.ledger_is_current()
+    out = tmp_path / "traces.nq"
+    code, _, err = run(["dump", "--store", str(copy), "-o", str(out), "--with-ledger"], capsys)
+    assert code == 0 and "warning: the store's ledger does not cover every trace" in err and "migrate" in err, err
+    assert b"urn:dspy-rdf:ledger" not in out.read_bytes() and out.stat().st_size > 0
+    code, _, err = run(["dump", "--store", str(copy), "-o", str(tmp_path / "one.nq"), "--with-ledger", "--trace", "urn:x"], capsys)
+    assert code == 2 and "--with-ledger" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "one.nq").exists()
 
 
 @pytest.mark.parametrize("write", [WriteMethod.UPDATE, WriteMethod.GRAPH])

@@ -12,6 +12,11 @@ comment header::
 so the queries need no union default graph and never join across traces) and uses the derived facts of the
 mapping (``dspy:answers``, the per-trace counts) rather than joins on call-id strings.
 
+A query may have other versions, with the same header and the same rows: ``queries/scan/`` reads the triples, for a
+query that reads the store's ledger when the ledger does not cover every trace; ``queries/<engine>/`` (for now
+``virtuoso/``) is planned for how that engine evaluates it, and runs on the stores it answers
+(:attr:`~dspy_rdf.store.TraceStore.sparql_engine`).
+
 Parameters are never pasted into query text as the user wrote them:
 
 - a parameterised query holds an inline data block whose variables are its parameters, with ``UNDEF`` for
@@ -50,7 +55,7 @@ from dspy_rdf.analytics.terminal import terminal_text
 if TYPE_CHECKING:  # the store and pyoxigraph are imported when a query runs: `dspy-rdf --help` needs FORMATS only
     import pyoxigraph as ox
 
-    from dspy_rdf.store import SparqlJson, TraceStore
+    from dspy_rdf.store import SparqlEngine, SparqlJson, TraceStore
 
 __all__ = [
     "FORMATS",
@@ -112,6 +117,9 @@ class NamedQuery:
     scan: str | None = None
     """For a query that reads the store's ledger (:mod:`dspy_rdf.store.ledger`): the same query over the triples
     (``queries/scan/``), run instead when the ledger does not cover every trace of the store."""
+    engine_versions: tuple[tuple[SparqlEngine, str], ...] = ()
+    """The same query planned for one engine's evaluation (``queries/<engine>/``), run on a store of that engine:
+    the same rows, in a time the other text would not give there."""
 
     def parameter(self, name: str) -> Parameter:
         for p in self.parameters:
@@ -186,21 +194,31 @@ def _parse(name: str, text: str) -> NamedQuery:
 
 
 def _library() -> dict[str, NamedQuery]:
+    from dspy_rdf.store.base import SparqlEngine  # the engines a query may have a version for
+
     folder = resources.files("dspy_rdf.analytics") / "queries"
-    scans = {entry.name: entry.read_text(encoding="utf-8") for entry in (folder / "scan").iterdir() if entry.name.endswith(".rq")}
+
+    def texts(directory: str) -> dict[str, str]:
+        return {entry.name: entry.read_text(encoding="utf-8") for entry in (folder / directory).iterdir() if entry.name.endswith(".rq")}
+
+    # other versions of a query, by folder: over the triples (scan/), and planned for one engine (virtuoso/, ...)
+    versions = {"scan": texts("scan")} | {engine.value: texts(engine.value) for engine in SparqlEngine if (folder / engine.value).is_dir()}
     out = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".rq"):
-            name = entry.name[:-3]
-            query = _parse(name, entry.read_text(encoding="utf-8"))
-            scan = scans.pop(entry.name, None)
-            if scan is not None:
-                if _parse(name, scan).parameters != query.parameters or _parse(name, scan).unknown != query.unknown:
-                    raise ValueError(f"query {name}: its scan/ version declares other parameters or unknown columns")
-                query = replace(query, scan=scan)
-            out[name] = query
-    if scans:
-        raise ValueError(f"queries/scan/{sorted(scans)[0]} is the scan version of no query")
+        if not entry.name.endswith(".rq"):
+            continue
+        name = entry.name[:-3]
+        query = _parse(name, entry.read_text(encoding="utf-8"))
+        found = {directory: held.pop(entry.name) for directory, held in versions.items() if entry.name in held}
+        for directory, text in found.items():
+            other = _parse(name, text)
+            if other.parameters != query.parameters or other.unknown != query.unknown:
+                raise ValueError(f"query {name}: its {directory}/ version declares other parameters or unknown columns")
+        scan = found.pop("scan", None)
+        out[name] = replace(query, scan=scan, engine_versions=tuple((SparqlEngine(directory), text) for directory, text in found.items()))
+    for directory, left in versions.items():
+        if left:
+            raise ValueError(f"queries/{directory}/{sorted(left)[0]} is a version of no query")
     return out
 
 
@@ -600,6 +618,8 @@ def run_query(
         query = get_query(text)
         if query.scan is not None and not store.ledger_is_current(maxima=reads_maxima(query.text)):
             query = replace(query, text=query.scan)  # the ledger does not cover every trace: read the triples
+        elif (planned := dict(query.engine_versions).get(store.sparql_engine)) is not None:
+            query = replace(query, text=planned)
         sparql, unknown = bind_parameters(query, params), query.unknown
     else:
         if params:

@@ -309,10 +309,20 @@ def run_dump(args: argparse.Namespace) -> int:
     from dspy_rdf.store import open_store
 
     trig = _trig_output(args)
+    if args.with_ledger and args.trace:
+        raise ValueError("--with-ledger writes the ledger of every trace: it cannot go with --trace")
     _refuse_overwriting(args.output, [], args.store)
+    ledger_note = ""
     with open_store(args.store, read_only=True) as store, open_output(args.output) as handle:
         count = store.dump(handle, traces=args.trace or None, trig=trig)
-    print(f"dumped {count} trace(s) to {output_name(args.output)}", file=sys.stderr)
+        if args.with_ledger:
+            if store.ledger_is_current():
+                handle.write(store.ledger_dump(trig=trig))
+                ledger_note = " and its ledger"
+            else:
+                print("warning: the store's ledger does not cover every trace: left out of the dump (after loading it, "
+                      "dspy-rdf migrate --store counts the traces into a new one)", file=sys.stderr)  # fmt: skip
+    print(f"dumped {count} trace(s){ledger_note} to {output_name(args.output)}", file=sys.stderr)
     return 0
 
 

@@ -180,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--trace", action="append", metavar="IRI", help="only this trace (repeatable)")
     dump.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
     dump.add_argument("--format", choices=["nq", "trig"], help="default: from the output file's extension, else nq")
+    dump.add_argument(
+        "--with-ledger", action="store_true",
+        help="also write the store's ledger (the figures the canned queries read), summed into one graph, so that a "
+        "server bulk-loading the file (Virtuoso's ld_dir) needs no migrate; left out, with a warning, when the ledger "
+        "does not cover every trace",
+    )  # fmt: skip
     dump.set_defaults(run=run_dump)
 
     report = sub.add_parser("report", help="write an HTML page with charts of the main analytics of a store")

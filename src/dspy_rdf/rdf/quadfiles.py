@@ -33,7 +33,7 @@ import pyoxigraph as ox
 from dspy_rdf.canonical.errors import RdfInputError
 from dspy_rdf.canonical.model import Trace
 from dspy_rdf.rdf.formats import RdfFormat
-from dspy_rdf.rdf.reader import traces_from_quads
+from dspy_rdf.rdf.reader import is_ledger_graph, traces_from_quads
 
 __all__ = ["MAX_BAD_LINES", "GraphRead", "graph_traces"]
 
@@ -179,6 +179,8 @@ def graph_traces(
 
     def flush() -> Iterator[GraphRead]:
         nonlocal consumed
+        if group and is_ledger_graph(group[0].graph_name):
+            group.clear()  # a store's ledger, which a dump may carry: not a trace
         if group:
             graph = group[0].graph_name
             if graph in done:

@@ -21,7 +21,7 @@ from dspy_rdf.canonical.errors import RdfInputError
 from dspy_rdf.canonical.schema_tables import CLASS_SLOTS
 from dspy_rdf.rdf import vocab as v
 
-__all__ = ["traces_from_quads"]
+__all__ = ["is_ledger_graph", "traces_from_quads"]
 
 _TYPE = v.RDF_TYPE
 _CANONICAL_DATETIME = re.compile(r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):\d\d:\d\d(?:\.\d{0,5}[1-9])?Z?")
@@ -582,6 +582,11 @@ _USAGE_SLOTS = CLASS_SLOTS["LMUsage"]
 _PART_SLOTS = {kind: CLASS_SLOTS[cls.__name__] for kind, cls in m.PART_CLASSES.items()}
 
 
+def is_ledger_graph(graph: ox.NamedNode | ox.BlankNode | ox.DefaultGraph) -> bool:
+    """Whether a graph is one of a store's ledger (:data:`~dspy_rdf.rdf.vocab.LEDGER`), not a trace."""
+    return isinstance(graph, ox.NamedNode) and graph.value.startswith(v.LEDGER)
+
+
 def traces_from_quads(quads: Iterable[ox.Quad | ox.Triple], *, source: str = "<input>") -> list[tuple[str, m.Trace]]:
     """Rebuild every trace found in ``quads``; return ``(trace IRI, trace)`` pairs ordered by source index, then IRI.
 
@@ -589,6 +594,8 @@ def traces_from_quads(quads: Iterable[ox.Quad | ox.Triple], *, source: str = "<i
     """
     graph = _Graph(source)
     for q in quads:
+        if isinstance(q, ox.Quad) and is_ledger_graph(q.graph_name):
+            continue  # a store's ledger, which a dump may carry: the reading store counts the traces into its own
         s = q.subject
         if not isinstance(s, ox.NamedNode):
             raise RdfInputError(f"blank node subject {s} is not part of a dspy-rdf trace", source=source)

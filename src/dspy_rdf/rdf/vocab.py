@@ -10,6 +10,10 @@ RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 DCTERMS = "http://purl.org/dc/terms/"
 
+LEDGER = "urn:dspy-rdf:ledger:"
+"""The namespace of a store's ledger (the names of its graphs, rows and properties: :mod:`dspy_rdf.store.ledger`). A
+dump may carry the ledger's graph (``dump --with-ledger``); readers of traces leave it out."""
+
 RDF_TYPE = RDF + "type"
 RDF_JSON = RDF + "JSON"
 XSD_STRING = XSD + "string"

@@ -22,6 +22,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -46,6 +47,7 @@ __all__ = [
     "PutReport",
     "QUIET_STATS",
     "STATS",
+    "SparqlEngine",
     "SparqlJson",
     "StoreError",
     "StoreLockedError",
@@ -100,6 +102,18 @@ def failed_query_message(sparql: str, detail: str, where: str) -> str:
     return f"the query failed {where}: {detail}"
 
 
+class SparqlEngine(str, Enum):
+    """The engine that answers a store's queries, where a canned query has a version planned for it
+    (``analytics/queries/<engine>/``)."""
+
+    OXIGRAPH = "oxigraph"
+    VIRTUOSO = "virtuoso"
+    OTHER = "other"
+
+
+_LEDGER_WRITES_STARTING = threading.Lock()
+
+
 @dataclass
 class _LedgerWrites:
     """Writes of ledger entries since a store's last fold (:meth:`TraceStore._ledger_entry_written`)."""
@@ -107,6 +121,8 @@ class _LedgerWrites:
     count: int = 0
     counting: threading.Lock = field(default_factory=threading.Lock)
     folding: threading.Lock = field(default_factory=threading.Lock)
+    owner: int = field(default_factory=os.getpid)  # a forked process starts its own: a lock held by a thread of the
+    # parent at the fork stays held in the child, where that thread does not exist
 
 
 @dataclass
@@ -244,6 +260,11 @@ class TraceStore(ABC):
     writer_threads = 1
     """How many batches this store commits at once (each still all or nothing)."""
 
+    @property
+    def sparql_engine(self) -> SparqlEngine:
+        """The engine that answers this store's queries (a server's is known once it answered)."""
+        return SparqlEngine.OTHER
+
     fold_names_replaced = False
     """Whether a fold's sum names the entries it replaces (so that a fold stopped midway is finished by the next one);
     a store whose sums do not fold only a current ledger."""
@@ -256,7 +277,12 @@ class TraceStore(ABC):
     def _ledger_entry_written(self) -> None:
         """Count one write of a ledger entry; after :attr:`fold_every` of them, fold the ledger. A store's commit
         threads write at once: a fold already under way in this process is not started again."""
-        state = self.__dict__.setdefault("_ledger_writes", _LedgerWrites())
+        state = self.__dict__.get("_ledger_writes")
+        if state is None or state.owner != os.getpid():
+            with _LEDGER_WRITES_STARTING:  # two commit threads' first writes share one counter
+                state = self.__dict__.get("_ledger_writes")
+                if state is None or state.owner != os.getpid():
+                    state = self.__dict__["_ledger_writes"] = _LedgerWrites()
         with state.counting:
             state.count += 1
             if state.count < self.fold_every:
@@ -546,6 +572,15 @@ class TraceStore(ABC):
             rows = self.select(entry_query(entry))["results"]["bindings"]
             total.merge(Ledger.from_rows(entry, ({name: term["value"] for name, term in row.items()} for row in rows)))
         return total
+
+    def ledger_dump(self, *, trig: bool = False) -> bytes:
+        """The ledger, summed into one entry, as N-Quads (or TriG): what ``dump --with-ledger`` adds after the traces,
+        so that a server bulk-loading the dump holds a ledger covering them (no ``migrate``). Readers of a dump take
+        only its traces: a store that loads it again through ``export`` counts them into its own ledger."""
+        _, data = self.ledger().nquads()
+        if not trig:
+            return data
+        return ox.serialize(ox.parse(data, format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.TRIG) or b""
 
     def ledger_entries(self) -> list[str]:
         """Names of the ledger's graphs, sorted."""

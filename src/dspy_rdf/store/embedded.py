@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 import pyoxigraph as ox
 
 from dspy_rdf.rdf import vocab as v
-from dspy_rdf.store.base import EncodedTrace, SparqlJson, StoreError, StoreLockedError, TraceStore, check_trace_iri, failed_query_message, term_json
+from dspy_rdf.store.base import EncodedTrace, SparqlEngine, SparqlJson, StoreError, StoreLockedError, TraceStore, check_trace_iri, failed_query_message, term_json
 from dspy_rdf.store.ledger import LEDGER, Ledger
 
 __all__ = ["EmbeddedStore"]
@@ -292,6 +292,10 @@ class EmbeddedStore(TraceStore):
             quads = self._store.quads_for_pattern(None, None, None, graph)
             handle.write(ox.serialize(quads, format=fmt, prefixes=v.PREFIXES if trig else None) or b"")
         return len(names)
+
+    @property
+    def sparql_engine(self) -> SparqlEngine:
+        return SparqlEngine.OXIGRAPH
 
     def optimize(self) -> None:
         """Compact the store's files (RocksDB compaction). Worth it after large loads, above all ``bulk`` ones: on

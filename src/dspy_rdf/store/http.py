@@ -94,6 +94,8 @@ _SECRET_PARAM = re.compile(r"token|passw|secret|api[-_]?key", re.IGNORECASE)
 _XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 _RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 _VIRTUOSO_ERROR = re.compile(r"Virtuoso (\w{5}) Error (\w+)")
+_VIRTUOSO_COST_ESTIMATE = re.compile(r"estimated execution time (\d+) \(sec\) exceeds the limit of (\d+) \(sec\)")
+"""Virtuoso's refusal of a query its optimizer expects to run longer than ``MaxQueryCostEstimationTime``."""
 _TRANSIENT_SQLSTATE = re.compile(r"40\w{3}|08\w{3}|S1T00|HYT00")
 _RETRIED_STATUSES = frozenset({408, 429, 502, 503, 504})
 """Answers that say nothing is wrong with the request: the server (or a gateway before it) was busy, down or slow."""
@@ -478,6 +480,15 @@ class HttpClient:
             kind = RemoteQueryError
             if virtuoso is not None and virtuoso.group(2) == "SR353":
                 message += " (Virtuoso sorts at most MaxSortedTopRows rows, 10000 unless its virtuoso.ini says more: ask for fewer)"
+            elif (estimate := _VIRTUOSO_COST_ESTIMATE.search(response.text[:1000])) is not None:
+                # its estimates of the canned percentile query are thousands of times its run time (44,544 s for a
+                # query that ran in 5 s at 10k LM calls): the setting, not the query, is what to change
+                message = (
+                    f"{method} {shown}: Virtuoso refused the query before running it: its optimizer estimated "
+                    f"{int(estimate.group(1)):,} s against the limit of {int(estimate.group(2)):,} s (MaxQueryCostEstimationTime "
+                    "in the [SPARQL] section of virtuoso.ini; 0 turns the estimate off and MaxQueryExecutionTime still bounds "
+                    "every query: see docs/remote-stores.md)"
+                )
         else:
             kind = RemoteHTTPError
         return kind(message, method=method, url=shown, status=status, body=body)

@@ -32,11 +32,12 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.writer import TraceFigures, decimal_text, duration_bucket
 
 __all__ = ["LEDGER", "LEDGER_VERSION", "ENTRIES", "REPLACED", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
 
-LEDGER = "urn:dspy-rdf:ledger:"
+LEDGER = v.LEDGER
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
 
 LEDGER_VERSION = 2

@@ -33,6 +33,7 @@ log line or ``repr`` ever shows a credential. Retries, redirects and errors: :mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ import pyoxigraph as ox
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.store.base import (
     EncodedTrace,
+    SparqlEngine,
     SparqlJson,
     StoreError,
     TraceStore,
@@ -259,6 +261,17 @@ class RemoteStore(TraceStore):
     def server(self) -> str | None:
         """What the server says it is (its ``Server`` header), once it answered."""
         return self._http.server
+
+    @property
+    def sparql_engine(self) -> SparqlEngine:
+        """Virtuoso or Oxigraph by the ``Server`` header of the server's answers (asked with ``ASK {}`` if none came yet)."""
+        if self.server is None:
+            with contextlib.suppress(StoreError):  # a server that does not answer fails the query that follows
+                self.select("ASK {}")
+        server = (self.server or "").lower()
+        if "virtuoso" in server:
+            return SparqlEngine.VIRTUOSO
+        return SparqlEngine.OXIGRAPH if "oxigraph" in server else SparqlEngine.OTHER
 
     @property
     def retypes_numbers(self) -> bool:
