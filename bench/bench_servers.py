@@ -88,8 +88,13 @@ def virtuoso_bulk_load(server: Server, nquads: Path) -> float:
 def time_queries(name: str, store, runs: int, slow: float, expected: dict[str, list] | None) -> dict[str, tuple]:
     """Each canned query's (rows, first run, median of ``runs`` more or None, whether its rows are the expected), and
     under ``""`` the store's count of triples in its trace graphs."""
-    out: dict[str, tuple] = {"": (store.stats()["triples"],)}
-    if expected is not None and out[""][0] != expected[""]:
+    started = time.perf_counter()
+    try:
+        out: dict[str, tuple] = {"": (store.stats()["triples"],)}
+    except StoreError as exc:  # stats reads every trace: a server may not answer it in time; the queries still run
+        print(f"  {name:<24} stats failed after {time.perf_counter() - started:.0f} s: {str(exc)[:300]}", flush=True)
+        out = {"": (None,)}
+    if expected is not None and out[""][0] is not None and out[""][0] != expected[""]:
         print(f"  {name}: {out[''][0]:,} triples in trace graphs against {expected['']:,} in the embedded store", flush=True)
     for query in list_queries():
         started = time.perf_counter()
@@ -194,7 +199,7 @@ def main() -> None:
         print(f"| {store_name} | {step} | {seconds:.1f} | {triples / seconds:,.0f} |")
     names = list(queries)
     print("\n| query | rows | " + " | ".join(names) + " |\n|---|---:|" + "---|" * len(names))
-    print("| triples in trace graphs | | " + " | ".join(f"{queries[name][''][0]:,}" for name in names) + " |")
+    print("| triples in trace graphs | | " + " | ".join(f"{queries[name][''][0]:,}" if queries[name][""][0] is not None else "stats failed" for name in names) + " |")
     for query_name, (rows, *_) in queries["embedded"].items():
         if not query_name:
             continue
