@@ -830,10 +830,14 @@ def test_a_fold_stopped_midway_is_never_counted_twice_and_the_next_fold_finishes
 
 
 def test_a_forked_process_counts_and_folds_its_own_ledger_writes(tmp_path):
-    """A process forked while a thread of its parent folds the ledger (the fold's lock held, the count of entries
-    written running) counts its own writes and folds after ``fold_every`` of them: the parent's lock, whose holder
-    does not exist in the child, does not stop it."""
+    """A process forked while threads of its parent fold the ledger and start a write counter (the fold's lock and
+    the counter's start lock held, the count of entries written running) counts its own writes and folds after
+    ``fold_every`` of them: the parent's locks, whose holders do not exist in the child, do not stop it."""
     import os
+    import signal
+    import time
+
+    from dspy_rdf.store import base
 
     with EmbeddedStore(tmp_path / "db") as store:
         folds: list[int] = []
@@ -841,9 +845,11 @@ def test_a_forked_process_counts_and_folds_its_own_ledger_writes(tmp_path):
         store.fold_every = 2
         store._ledger_entry_written()  # the parent has counted one write
         parents = store.__dict__["_ledger_writes"]
+        starting = base._LEDGER_WRITES_STARTING
         assert parents.folding.acquire(blocking=False)  # as a thread of the parent folding at the moment of the fork
+        assert starting.acquire(blocking=False)  # as a thread of the parent starting a counter at that moment
+        reading, writing = os.pipe()
         try:
-            reading, writing = os.pipe()
             child = os.fork()
             if child == 0:  # pragma: no cover - the child reports through the pipe
                 try:
@@ -853,13 +859,20 @@ def test_a_forked_process_counts_and_folds_its_own_ledger_writes(tmp_path):
                     os.write(writing, b" once" if len(folds) == 1 else b" twice or never")
                 finally:
                     os._exit(0)
-            os.waitpid(child, 0)
             os.close(writing)
+            deadline = time.monotonic() + 60
+            while os.waitpid(child, os.WNOHANG) == (0, 0):  # a child stuck on a lock must fail the test, not hang it
+                if time.monotonic() > deadline:
+                    os.kill(child, signal.SIGKILL)
+                    os.waitpid(child, 0)
+                    pytest.fail("the forked process waited for a lock its parent's thread held")
+                time.sleep(0.01)
             assert os.read(reading, 100) == b"not folded once"
         finally:
+            os.close(reading)
             parents.folding.release()
-        assert folds == []  # the parent's own count is its own
-        store._ledger_entry_written()
+            starting.release()
+        store._ledger_entry_written()  # the parent's second write: its own count folds
         assert folds == [os.getpid()]
 
 

@@ -251,7 +251,6 @@ def test_a_query_virtuoso_refuses_on_its_cost_estimate_is_one_line_naming_the_se
         assert "SELECT" not in err and "PREFIX" not in err
     finally:  # the servers of the other tests turn the estimate off (MaxQueryCostEstimationTime = 0), as the docs advise
         server.stop()
-        server.stop()
 
 
 @pytest.mark.parametrize("kind", SERVERS)
@@ -311,6 +310,26 @@ def test_a_dump_leaves_out_a_ledger_that_does_not_cover_every_trace_and_says_so(
     code, _, err = run(["dump", "--store", str(copy), "-o", str(tmp_path / "one.nq"), "--with-ledger", "--trace", "urn:x"], capsys)
     assert code == 2 and "--with-ledger" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "one.nq").exists()
+
+
+@pytest.mark.parametrize("suffix", ["nq", "trig"])
+def test_a_dump_with_its_ledger_validates_and_exports_as_the_dump_without_it(reference, tmp_path, capsys, suffix):
+    """The ledger a dump carries is the store's index: ``validate`` of the file gives the report of the same dump
+    without it (no graph outside a trace), and ``export`` of it gives the same traces, N-Quads and TriG alike."""
+    answers = {}
+    for name, extra in (("plain", []), ("ledger", ["--with-ledger"])):
+        dumped = tmp_path / f"{name}.{suffix}"
+        code, _, err = run(["dump", "--store", str(reference), "-o", str(dumped), *extra], capsys)
+        assert code == 0, err
+        validated = run(["validate", str(dumped), "--format", "json"], capsys)
+        report = json.loads(validated[1].replace(str(dumped), "FILE"))
+        code, _, err = run(["export", str(dumped), "--store", str(tmp_path / f"{name}-store")], capsys)
+        assert code == 0 and "skipped" not in err, err
+        with EmbeddedStore(tmp_path / f"{name}-store", read_only=True) as again:
+            answers[name] = (validated[0], report, dump_lines(again))
+    assert b"urn:dspy-rdf:ledger" in (tmp_path / f"ledger.{suffix}").read_bytes()
+    assert answers["ledger"] == answers["plain"]
+    assert answers["plain"][0] == 0 and answers["plain"][2]
 
 
 @pytest.mark.parametrize("write", [WriteMethod.UPDATE, WriteMethod.GRAPH])

@@ -618,7 +618,7 @@ def run_query(
         query = get_query(text)
         if query.scan is not None and not store.ledger_is_current(maxima=reads_maxima(query.text)):
             query = replace(query, text=query.scan)  # the ledger does not cover every trace: read the triples
-        elif (planned := dict(query.engine_versions).get(store.sparql_engine)) is not None:
+        elif query.engine_versions and (planned := dict(query.engine_versions).get(store.sparql_engine)) is not None:
             query = replace(query, text=planned)
         sparql, unknown = bind_parameters(query, params), query.unknown
     else:

@@ -114,6 +114,14 @@ class SparqlEngine(str, Enum):
 _LEDGER_WRITES_STARTING = threading.Lock()
 
 
+def _new_ledger_writes_lock() -> None:
+    global _LEDGER_WRITES_STARTING
+    _LEDGER_WRITES_STARTING = threading.Lock()  # held by a thread of the parent at the fork, it would stay held here
+
+
+os.register_at_fork(after_in_child=_new_ledger_writes_lock)
+
+
 @dataclass
 class _LedgerWrites:
     """Writes of ledger entries since a store's last fold (:meth:`TraceStore._ledger_entry_written`)."""

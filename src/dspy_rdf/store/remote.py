@@ -250,6 +250,7 @@ class RemoteStore(TraceStore):
         )
         self.max_attempts = attempts
         self.auth_kind = self._http.auth_scheme
+        self._engine_asked = False  # whether sparql_engine asked the server once already
 
     def __repr__(self) -> str:
         return (
@@ -264,8 +265,10 @@ class RemoteStore(TraceStore):
 
     @property
     def sparql_engine(self) -> SparqlEngine:
-        """Virtuoso or Oxigraph by the ``Server`` header of the server's answers (asked with ``ASK {}`` if none came yet)."""
-        if self.server is None:
+        """Virtuoso or Oxigraph by the ``Server`` header of the server's answers (asked once with ``ASK {}`` if none
+        came yet; a server, or a proxy before it, that sends no such header is OTHER)."""
+        if self.server is None and not self._engine_asked:
+            self._engine_asked = True
             with contextlib.suppress(StoreError):  # a server that does not answer fails the query that follows
                 self.select("ASK {}")
         server = (self.server or "").lower()

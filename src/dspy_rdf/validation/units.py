@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import pyoxigraph as ox
 
 from dspy_rdf.rdf import vocab as v
+from dspy_rdf.rdf.reader import is_ledger_graph
 
 if TYPE_CHECKING:
     from dspy_rdf.store import TraceStore
@@ -222,9 +223,12 @@ class TraceGraphBuilder:
                 self._add(trace, trace, part)
 
     def add_quads(self, quads: Iterable[ox.Quad]) -> None:
-        """Add the quads of one input (a file, a dataset), graph by graph."""
+        """Add the quads of one input (a file, a dataset), graph by graph; a store's ledger, which a dump may carry
+        (``dump --with-ledger``), is the store's index, not data to validate."""
         graphs: dict[str | None, list[Triple]] = defaultdict(list)
         for q in quads:
+            if is_ledger_graph(q.graph_name):
+                continue
             name = q.graph_name.value if isinstance(q.graph_name, (ox.NamedNode, ox.BlankNode)) else None
             graphs[name].append((q.subject, q.predicate, q.object))
         for name, triples in graphs.items():
