@@ -91,6 +91,7 @@ def time_queries(name: str, store, runs: int, slow: float, expected: dict[str, l
     started = time.perf_counter()
     try:
         out: dict[str, tuple] = {"": (store.stats()["triples"],)}
+        print(f"  {name:<24} {'stats':<28} {time.perf_counter() - started:7.2f} s", flush=True)
     except StoreError as exc:  # stats reads every trace: a server may not answer it in time; the queries still run
         print(f"  {name:<24} stats failed after {time.perf_counter() - started:.0f} s: {str(exc)[:300]}", flush=True)
         out = {"": (None,)}

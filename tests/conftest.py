@@ -71,7 +71,7 @@ collect_ignore_glob = ["data/*.py"]
 # --- real SPARQL servers for the remote store tests (tests/servers.py) ------------------------------------------
 
 
-def _started(start, *args, **kwargs):
+def started_or_skipped(start, *args, **kwargs):
     """A server from tests/servers.py, or a skip that says why it cannot run on this machine."""
     from servers import ServerUnavailable
 
@@ -101,7 +101,7 @@ def virtuoso_server(tmp_path_factory: pytest.TempPathFactory):
     why, where Virtuoso is not installed (``.ci/run`` installs it)."""
     from servers import start_virtuoso
 
-    server = _started(start_virtuoso, tmp_path_factory.mktemp("virtuoso"), reader=True)
+    server = started_or_skipped(start_virtuoso, tmp_path_factory.mktemp("virtuoso"), reader=True)
     yield server
     server.stop()
 
@@ -115,7 +115,7 @@ def virtuoso_capped(tmp_path_factory: pytest.TempPathFactory):
     """A second Virtuoso whose row cap is :data:`CAPPED_ROWS`: every listing must page."""
     from servers import start_virtuoso
 
-    server = _started(start_virtuoso, tmp_path_factory.mktemp("virtuoso-capped"), max_rows=CAPPED_ROWS)
+    server = started_or_skipped(start_virtuoso, tmp_path_factory.mktemp("virtuoso-capped"), max_rows=CAPPED_ROWS)
     yield server
     server.stop()
 

@@ -33,7 +33,7 @@ from dspy_rdf.analytics.catalog import (
     sparql_term,
 )
 from dspy_rdf.canonical import model as m
-from dspy_rdf.canonical.identity import trace_iri
+from dspy_rdf.canonical.identity import DEFAULT_BASE, trace_iri
 from dspy_rdf.capture.recorder import MemorySink, TraceRecorder
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.inputs import read_traces
@@ -41,6 +41,7 @@ from dspy_rdf.rdf.writer import trace_lines
 from dspy_rdf.sources.tracejson import trace_from_json
 from dspy_rdf.store import EmbeddedStore
 from dspy_rdf.store.ledger import reads_maxima, stale_maxima
+from dspy_rdf.store.base import encode_traces
 from dspy_rdf.store.remote import RemoteStore
 
 DATA = Path(__file__).parent / "data"
@@ -754,6 +755,31 @@ def test_a_querys_version_for_one_engine_gives_the_rows_of_the_query_over_the_tr
     assert rows == over_triples(store, name, params).rows
 
 
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (lambda q: (q / "virtuso").mkdir() or (q / "virtuso" / "part_kinds.rq").write_text("SELECT * WHERE {}"), "queries/virtuso/ is named for no engine"),
+        (lambda q: (q / "scan" / "no_such_query.rq").write_text("SELECT * WHERE {}"), "queries/scan/no_such_query.rq is a version of no query"),
+        (lambda q: (q / "virtuoso" / "tool_latency_per_tool.rq").write_text((q / "virtuoso" / "tool_latency_per_tool.rq").read_text().replace("only this tool", "only this tool, by name")), "query tool_latency_per_tool: its virtuoso/ version declares other parameters"),
+    ],
+    ids=["misspelt engine folder", "version of no query", "other parameters"],
+)
+def test_a_query_folder_that_no_store_would_run_as_meant_is_refused(tmp_path, monkeypatch, change, error):
+    """A version of a query that no store would run, or would run with other parameters, stops the catalog loading
+    with a one-line error naming the file, rather than being silently ignored."""
+    import shutil
+    from importlib import resources
+
+    from dspy_rdf.analytics import catalog
+
+    copy = tmp_path / "dspy_rdf_analytics"
+    shutil.copytree(Path(str(resources.files("dspy_rdf.analytics") / "queries")), copy / "queries")
+    change(copy / "queries")
+    monkeypatch.setattr(catalog.resources, "files", lambda package: copy)
+    with pytest.raises(ValueError, match=re.escape(error)):
+        catalog._library()
+
+
 def test_the_ledger_queries_are_the_queries_with_a_scan_version():
     assert {name for name, _ in LEDGER_PARAMS} == {q.name for q in list_queries() if q.scan is not None}
 
@@ -769,8 +795,44 @@ def test_each_query_over_the_ledger_gives_the_rows_of_the_query_over_the_triples
         assert triples.rows, f"{name} finds nothing in the test store: the comparison would prove nothing"
 
 
-def ledger_answers(store) -> dict[str, list]:
-    return {f"{name} {params}": run_query(store, name, params).rows for name, params in LEDGER_PARAMS}
+def test_stats_over_the_ledger_are_the_stats_over_the_triples(store):
+    """``stats`` reads the ledger's sums while it is current: the counts of the scan of every trace, on every store."""
+    assert store.ledger_is_current()
+    over_ledger, scanned = store.stats(), store.stats(from_triples=True)
+    assert over_ledger == scanned
+    assert all(scanned[name] for name in ("traces", "lm_calls", "tool_calls", "tool_results", "messages", "input_tokens", "cost", "triples"))
+
+
+def test_stats_read_the_triples_while_the_ledger_is_not_current(traces, tmp_path):
+    """A trace written without its figures leaves the ledger short of a trace: ``stats`` then counts from the
+    triples, and says by how much the ledger is short."""
+    with EmbeddedStore(tmp_path / "db") as store:
+        store.put(traces[1:])
+        item = next(item for item in encode_traces(traces[:1], base=DEFAULT_BASE) if not isinstance(item, tuple))
+        store.put([dataclasses.replace(item, figures=None)])
+        assert not store.ledger_is_current()
+        counts = store.stats()
+        assert counts == store.stats(from_triples=True)
+        assert counts["traces"] == len(store.trace_iris()) and counts["ledger_uncounted"] == 1
+
+
+def _content_stats(counts: dict) -> dict:
+    """``stats`` less what it says of the ledger itself (how far it is behind the store)."""
+    return {name: value for name, value in counts.items() if name != "ledger_uncounted"}
+
+
+def ledger_answers(store) -> dict[str, object]:
+    """The answers of the queries the ledger serves, and ``stats``, as a user gets them."""
+    answers: dict[str, object] = {f"{name} {params}": run_query(store, name, params).rows for name, params in LEDGER_PARAMS}
+    answers["stats"] = _content_stats(store.stats())
+    return answers
+
+
+def triples_answers(store) -> dict[str, object]:
+    """The same answers, read from every trace."""
+    answers: dict[str, object] = {f"{name} {params}": over_triples(store, name, params).rows for name, params in LEDGER_PARAMS}
+    answers["stats"] = _content_stats(store.stats(from_triples=True))
+    return answers
 
 
 def test_the_ledger_follows_removals_and_folding_and_a_dump_loaded_again(traces, tmp_path):
@@ -784,8 +846,7 @@ def test_the_ledger_follows_removals_and_folding_and_a_dump_loaded_again(traces,
         assert not store.delete(written[0])  # gone already: no second entry taking it out again
         assert store.ledger_is_current()
         answers = ledger_answers(store)
-        for name, params in LEDGER_PARAMS:
-            assert answers[f"{name} {params}"] == over_triples(store, name, params).rows, name
+        assert answers == triples_answers(store)  # removals taken out of every figure, stats' counts included
         assert sum(1 for rows in answers.values() if rows) >= 4
         entries = len(store.ledger_entries())
         assert entries > len(written) // 2  # one per removal
@@ -923,7 +984,7 @@ def test_a_ledger_of_another_version_is_not_read_until_migrate_counts_the_store_
         assert not store.ledger_is_current()
         assert store.stats()["ledger_uncounted"] == len(store.trace_iris())
         assert store.fold_ledger() == 0 and store.ledger_entries() == entries
-        assert ledger_answers(store) == {f"{name} {params}": over_triples(store, name, params).rows for name, params in LEDGER_PARAMS}
+        assert ledger_answers(store) == triples_answers(store)
         assert migrate_store(store).ledger_traces == len(store.trace_iris())
         assert store.ledger_is_current() and store.stats()["ledger_uncounted"] == 0
 
@@ -962,8 +1023,6 @@ def test_which_maxima_are_stale():
 def test_a_store_without_a_current_ledger_is_read_from_its_triples_until_migrate_counts_it(traces, tmp_path, monkeypatch):
     """Traces written without their figures (an earlier release, another writer) leave the ledger behind: the
     queries then read the triples, and give the same rows; migrate counts every trace into a new ledger."""
-    from dspy_rdf.canonical.identity import DEFAULT_BASE
-    from dspy_rdf.store.base import encode_traces
     from dspy_rdf.store.migrate import migrate_store
 
     with EmbeddedStore(tmp_path / "db") as store:
@@ -972,7 +1031,7 @@ def test_a_store_without_a_current_ledger_is_read_from_its_triples_until_migrate
         store.put(dataclasses.replace(item, figures=None) for item in encode_traces(traces[half:], base=DEFAULT_BASE) if not isinstance(item, tuple))
         assert not store.ledger_is_current()
         assert store.stats()["ledger_uncounted"] == len(traces) - half  # stats says how far the ledger is behind
-        before = {f"{name} {params}": over_triples(store, name, params).rows for name, params in LEDGER_PARAMS}
+        before = triples_answers(store)
         assert ledger_answers(store) == before
         assert migrate_store(store, dry_run=True).ledger_traces == -1
         report = migrate_store(store)

@@ -89,7 +89,7 @@ def test_the_migrate_command_says_what_it_did_and_a_second_run_does_nothing(tmp_
         store.oxigraph.load(path=str(LEGACY), format=ox.RdfFormat.N_QUADS)
     assert main(["migrate", "--store", str(tmp_path / "store"), "--dry-run"]) == 0
     assert capsys.readouterr().out.strip().endswith(
-        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 already current, the ledger would be built again"
+        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 already current, the ledger would be brought up to date"
     )
     assert main(["migrate", "--store", str(tmp_path / "store"), "-v"]) == 0
     out = capsys.readouterr().out
@@ -236,6 +236,9 @@ def _bumped_and_migrated(store: TraceStore, monkeypatch) -> None:
     rows = store.select("SELECT ?g ?v WHERE { GRAPH ?g { ?g <https://w3id.org/lmodel/dspy/derived_facts_version> ?v } }")
     versions = [(b["g"]["value"], b["v"]["value"]) for b in rows["results"]["bindings"]]
     assert sorted(versions) == sorted((trace_iri(t), str(later)) for t in traces)
+    # the traces gained triples the ledger's stats counts did not know: read again in one scan, not trace by trace
+    assert report.ledger_upgraded == len(traces) and report.ledger_traces is None
+    assert store.ledger_is_current() and store.stats() == store.stats(from_triples=True)
     assert store.stats()["to_migrate"] == 0
 
 
@@ -265,6 +268,7 @@ def _ledger_answers_equal_the_triples(store: TraceStore) -> None:
         # the bundled traces call every tool they offer, get no tool result, and hold no program run
         assert triples.rows or query.name in ("tools_offered_never_called", "tool_error_rate", "lm_calls_per_module"), query.name
         assert run_query(store, query.name, params).rows == triples.rows, query.name
+    assert store.stats() == store.stats(from_triples=True)
 
 
 def _ledger_follows_removals_and_migrate(store: TraceStore) -> None:
@@ -292,3 +296,63 @@ def test_the_ledger_of_an_oxigraph_server_follows_removals_and_migrate(remote_st
 
 def test_the_ledger_of_a_virtuoso_store_follows_removals_and_migrate(virtuoso_store):
     _ledger_follows_removals_and_migrate(virtuoso_store)
+
+
+def _written_by_the_release_before_stats_counts(store: TraceStore, traces: list, monkeypatch) -> None:
+    """Put ``traces`` as the release whose ledger (version 2) kept every figure but the counts ``stats`` shows."""
+    from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION
+    from dspy_rdf.store import ledger as ledger_module
+
+    counting = ledger_module.Ledger.add
+
+    def add_without_stats_counts(self, figures, sign=1):
+        counting(self, figures, sign)
+        self.rows.pop(("stats", (DERIVED_FACTS_VERSION,)), None)
+
+    with monkeypatch.context() as earlier:
+        earlier.setattr(ledger_module, "LEDGER_VERSION", 2)
+        earlier.setattr(ledger_module.Ledger, "add", add_without_stats_counts)
+        written = store.put(traces[: len(traces) // 2]).written
+        store.put(traces[len(traces) // 2 :])
+        assert store.delete(written[0])
+
+
+def _earlier_ledger_upgraded_in_one_scan(store: TraceStore, monkeypatch) -> None:
+    traces = _traces()
+    _written_by_the_release_before_stats_counts(store, traces, monkeypatch)
+    assert not store.ledger_is_current()  # its entries lack the stats counts: queries and stats read the triples
+    counts = store.stats()
+    assert counts["ledger_uncounted"] == counts["traces"] == len(store.trace_iris())
+    answers = {query.name: run_query(store, query.name).rows for query in LEDGER_QUERIES}
+    report = migrate_store(store, ledger_progress=lambda n: pytest.fail("a trace was read back: the upgrade is one scan"))
+    assert report.ledger_upgraded == counts["traces"] and report.ledger_traces is None
+    assert store.ledger_is_current() and len(store.ledger_entries()) == 1
+    assert store.stats() == {**counts, "ledger_uncounted": 0} == store.stats(from_triples=True)
+    assert {query.name: run_query(store, query.name).rows for query in LEDGER_QUERIES} == answers
+    _ledger_answers_equal_the_triples(store)
+    assert migrate_store(store).ledger_upgraded is None  # current: nothing to do
+
+
+@pytest.mark.parametrize("kind", ["embedded", "remote_store", "virtuoso_store"])
+def test_migrate_upgrades_an_earlier_ledger_in_one_scan(kind, request, tmp_path, monkeypatch):
+    """A ledger of the release before (every figure but the counts ``stats`` reads) covering every trace gains those
+    counts from one scan: no trace is read back, and every answer stays as it was, on every store kind."""
+    if kind == "embedded":
+        with EmbeddedStore(tmp_path / "db") as store:
+            _earlier_ledger_upgraded_in_one_scan(store, monkeypatch)
+    else:
+        _earlier_ledger_upgraded_in_one_scan(request.getfixturevalue(kind), monkeypatch)
+
+
+def test_an_earlier_ledger_that_does_not_cover_every_trace_is_counted_again(tmp_path, monkeypatch):
+    """An earlier release's ledger short of a trace cannot be upgraded from its sums: migrate counts every trace."""
+    from dspy_rdf.canonical.identity import DEFAULT_BASE
+    from dspy_rdf.store.base import encode_traces
+
+    traces = _traces()
+    with EmbeddedStore(tmp_path / "db") as store:
+        _written_by_the_release_before_stats_counts(store, traces[:-1], monkeypatch)
+        store.put(dataclasses.replace(item, figures=None) for item in encode_traces(traces[-1:], base=DEFAULT_BASE) if not isinstance(item, tuple))
+        report = migrate_store(store)
+        assert report.ledger_upgraded is None and report.ledger_traces == len(store.trace_iris())
+        assert store.ledger_is_current() and store.stats() == store.stats(from_triples=True)

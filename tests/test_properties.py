@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import json
 import os
+from decimal import Decimal
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -47,7 +48,9 @@ from dspy_rdf import (
 from dspy_rdf.analytics.catalog import bind_parameters, get_query, list_queries
 from dspy_rdf.rdf.formats import encode_trace_figures
 from dspy_rdf.rdf.writer import TraceFigures, stored_form
-from dspy_rdf.store.ledger import STALE_MAXIMUM, Ledger, reads_maxima, stale_maxima
+from dspy_rdf.rdf.vocab import DSPY, RDF_TYPE
+from dspy_rdf.store.base import STATS_FACTS
+from dspy_rdf.store.ledger import LEDGER, STALE_MAXIMUM, STATS_COLUMNS, STATS_QUERY, Ledger, reads_maxima, stale_maxima
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.model import PART_TYPES, USAGE_TOKEN_FIELDS
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
@@ -660,6 +663,33 @@ def test_the_ledger_gives_the_rows_of_the_queries_over_the_triples(values, data)
             continue  # a maximum whose holders were removed: the catalog reads the triples (the scan version)
         scan = dataclasses.replace(query, text=query.scan)
         assert _rows(store, bind_parameters(query, {})) == _rows(store, bind_parameters(scan, {})), query.name
+    assert _ledger_stats(store) == _stats_over_triples(store)
+
+
+def _ledger_stats(store: ox.Store) -> dict[str, Decimal]:
+    """The ledger's ``stats`` rows, summed over every version of the derived facts."""
+    sums = dict.fromkeys(STATS_COLUMNS, Decimal(0))
+    for row in store.query(STATS_QUERY):  # type: ignore[union-attr]
+        for name in STATS_COLUMNS:
+            sums[name] += Decimal(row[name].value) if row[name] is not None else Decimal(0)
+    return sums
+
+
+def _stats_over_triples(store: ox.Store) -> dict[str, Decimal]:
+    """What ``stats`` counts, read here from the triples: the trace graphs, their triples, their derived facts."""
+    sums = dict.fromkeys(STATS_COLUMNS, Decimal(0))
+    wanted = {f"{DSPY}{fact}": name for name, fact in STATS_FACTS.items()}
+    for quad in store:
+        graph = quad.graph_name
+        if not isinstance(graph, ox.NamedNode) or graph.value.startswith(LEDGER):
+            continue
+        sums["triples"] += 1
+        if quad.subject == graph:
+            if quad.predicate.value == RDF_TYPE and quad.object.value == f"{DSPY}Trace":
+                sums["traces"] += 1
+            elif quad.predicate.value in wanted:
+                sums[wanted[quad.predicate.value]] += Decimal(quad.object.value)
+    return sums
 
 
 # --- latencies: the duration buckets find the slowest executions and the percentiles ------------------------------

@@ -203,6 +203,9 @@ def _library() -> dict[str, NamedQuery]:
 
     # other versions of a query, by folder: over the triples (scan/), and planned for one engine (virtuoso/, ...)
     versions = {"scan": texts("scan")} | {engine.value: texts(engine.value) for engine in SparqlEngine if (folder / engine.value).is_dir()}
+    for entry in folder.iterdir():  # a folder named for no engine would be a version no store ever runs
+        if entry.is_dir() and entry.name not in versions and not entry.name.startswith(("_", ".")):
+            raise ValueError(f"queries/{entry.name}/ is named for no engine (one of: {', '.join(engine.value for engine in SparqlEngine)}) and is not scan/")
     out = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".rq"):

@@ -298,8 +298,10 @@ def run_migrate(args: argparse.Namespace) -> int:
         parts.append(f"{len(report.other)} graph(s) not named by dspy-rdf left as they are")
     if report.failed:
         parts.append(f"{len(report.failed)} graph(s) that could not be migrated left as they are")
+    if report.ledger_upgraded is not None:
+        parts.append(f"the ledger of {report.ledger_upgraded} trace(s) brought to this release in one scan")
     if report.ledger_traces is not None:
-        counted = "the ledger would be built again" if args.dry_run else f"{report.ledger_traces} trace(s) counted into a new ledger"
+        counted = "the ledger would be brought up to date" if args.dry_run else f"{report.ledger_traces} trace(s) counted into a new ledger"
         parts.append(counted)
     say(f"{'dry run: ' if args.dry_run else ''}store {location}: {report.examined} graph(s) examined; " + ", ".join(parts))
     return 1 if report.failed else 0

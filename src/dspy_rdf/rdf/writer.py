@@ -28,7 +28,7 @@ from dspy_rdf.rdf import vocab as v
 if TYPE_CHECKING:
     from dspy_rdf.canonical.redact import Redactor
 
-__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "UsageFigures", "decimal_text", "duration_bucket", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
+__all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "TraceTotals", "UsageFigures", "decimal_text", "duration_bucket", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
 
 DERIVED_FACTS_VERSION = 3
 """The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
@@ -158,6 +158,24 @@ class UsageFigures:
 
 
 @dataclass(frozen=True)
+class TraceTotals:
+    """The trace's own counts, as its derived facts state them (``dspy:lm_call_count`` and the rest; a sum no call
+    reports is 0 here), and the triples its graph holds: what ``stats`` adds up over the store."""
+
+    lm_calls: int
+    tool_calls: int
+    tool_executions: int
+    tool_results: int
+    messages: int
+    usage_calls: int
+    input_tokens: int
+    output_tokens: int
+    priced_calls: int
+    cost: Decimal
+    triples: int
+
+
+@dataclass(frozen=True)
 class TraceFigures:
     """What one trace adds to the store-wide figures some canned queries read (:mod:`dspy_rdf.store.ledger` keeps
     their sums), taken from the triples the writer writes for the trace, so that they count what the store holds:
@@ -182,6 +200,7 @@ class TraceFigures:
     :func:`duration_bucket` with one digit)."""
     conversation: tuple[int, int]
     """The trace's ``dspy:message_count`` and ``dspy:lm_call_count``."""
+    totals: TraceTotals
 
 
 @dataclass(frozen=True)
@@ -272,7 +291,7 @@ def framework_tools(trace: m.Trace) -> list[str]:
 class _Writer:
     __slots__ = (
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
-        "subtrees", "executions", "unasked_executions", "usage_calls", "priced_calls", "framework", "counted_parts",
+        "subtrees", "executions", "unasked_executions", "tool_call_total", "usage_calls", "priced_calls", "framework", "counted_parts",
         "call_parts", "answered_parts", "refusals", "unoffered", "duplicated", "part_kinds", "finish_reasons",
         "offered", "tool_runs", "latencies", "failed_results", "tool_executions", "module_of", "module_calls",
     )  # fmt: skip
@@ -292,6 +311,7 @@ class _Writer:
         self.subtrees: list[tuple[int, str]] = []  # (position, node) of the calls whose descendants are totalled
         self.executions = 0
         self.unasked_executions = 0
+        self.tool_call_total = 0  # dspy:tool_call_count, once the derived facts are written
         self.usage_calls = 0  # LM calls whose token usage is known
         self.priced_calls = 0  # LM calls whose cost is known
         self.framework: frozenset[str] = frozenset()  # the tools DSPy's own modules added, not counted as the program's
@@ -337,6 +357,11 @@ class _Writer:
         return TraceFigures(
             usage, dict(self.part_kinds), reasons, tools, self.result_figures(), dict(self.module_calls), dict(self.offered),
             tuple(sorted(self.framework)), dict(self.latencies), (self.messages, self.lm_calls),
+            TraceTotals(
+                self.lm_calls, self.tool_call_total, self.executions, len(self.tool_results), self.messages, self.usage_calls,
+                self.input_tokens or 0, self.output_tokens or 0, self.priced_calls,
+                self.cost if self.cost is not None else Decimal(0), len(self.out),
+            ),
         )  # fmt: skip
 
     def result_figures(self) -> dict[str, tuple[int, int]]:
@@ -490,7 +515,8 @@ class _Writer:
         # tool calls as users count them: parts sharing a call id are one call (a call replayed in a conversation),
         # and an execution that answers no part (ReAct asks in text fields) is a call of its own
         parts = sum(1 if call_id is not None else count for call_id, count in self.counted_parts.items())
-        add(f"{s} {P.tool_call_count} {_int(parts + self.unasked_executions)}{t}")
+        self.tool_call_total = parts + self.unasked_executions
+        add(f"{s} {P.tool_call_count} {_int(self.tool_call_total)}{t}")
         add(f"{s} {P.tool_result_count} {_int(len(self.tool_results))}{t}")
         add(f"{s} {P.tool_execution_count} {_int(self.executions)}{t}")
         add(f"{s} {P.usage_call_count} {_int(self.usage_calls)}{t}")

@@ -22,6 +22,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -35,7 +36,22 @@ from dspy_rdf.canonical.redact import DEFAULT_REDACTOR, Redactor
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace_figures, parse_traces
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, stored_form
-from dspy_rdf.store.ledger import ENTRIES, LEDGER, REPLACED, STALE_MAXIMUM, Ledger, entry_query, stale_maxima
+from dspy_rdf.store.ledger import (
+    ENTRIES,
+    ENTRY_VERSIONS,
+    LEDGER,
+    LEDGER_VERSION,
+    REPLACED,
+    STALE_COUNTS,
+    STALE_MAXIMUM,
+    STATS_COLUMNS,
+    STATS_QUERY,
+    UPGRADABLE_VERSIONS,
+    Ledger,
+    entry_query,
+    stale_counts_entry,
+    stale_maxima,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,6 +63,7 @@ __all__ = [
     "PutReport",
     "QUIET_STATS",
     "STATS",
+    "STATS_FACTS",
     "SparqlEngine",
     "SparqlJson",
     "StoreError",
@@ -170,13 +187,13 @@ STATS = {
     "cost": "cost in US dollars (of those calls; unknown when none reports it)",
     "triples": "triples",
     "to_migrate": "traces written by an earlier release, without this release's keys or derived facts (run dspy-rdf migrate)",
-    "ledger_uncounted": "traces by which the ledger's count differs from the store's: the queries that add up every execution read the triples (run dspy-rdf migrate)",
+    "ledger_uncounted": "traces by which the ledger's count differs from the store's: the queries that add up every execution, and these counts, read the triples (run dspy-rdf migrate)",
 }
 """What :meth:`TraceStore.stats` counts, in words."""
 QUIET_STATS = frozenset({"to_migrate", "ledger_uncounted"})
 """The counts of :data:`STATS` worth showing only when they are not 0 (something to do)."""
 
-_STATS_SUMS = {
+STATS_FACTS = {
     "lm_calls": "lm_call_count", "tool_calls": "tool_call_count", "tool_executions": "tool_execution_count",
     "tool_results": "tool_result_count", "messages": "message_count", "usage_calls": "usage_call_count",
     "input_tokens": "input_tokens_total", "output_tokens": "output_tokens_total", "priced_calls": "priced_call_count",
@@ -600,9 +617,8 @@ class TraceStore(ABC):
         the triples: two counts (about 10 ms per 40,000 traces on the embedded store) and a look at the entries.
         With ``maxima``, also whether its maxima are known (no removals took away every trace holding the largest
         value kept), for a query that reads them."""
-        traces = self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }}", "n")
         covered, outdated = self._ledger_state()
-        if outdated or covered != int(traces["n"]["value"]):
+        if outdated or covered != self._trace_count():
             return False
         if not maxima:
             return True
@@ -641,6 +657,29 @@ class TraceStore(ABC):
                 ledger.add(figures)
             if progress is not None:
                 progress(1)
+        self._replace_ledger(old, ledger)
+        return ledger.traces
+
+    def upgrade_ledger(self) -> int | None:
+        """Bring a ledger that an earlier release kept (:data:`~dspy_rdf.store.ledger.UPGRADABLE_VERSIONS`: every
+        figure of this release but the counts ``stats`` shows) to this release without reading every trace back: its
+        sums, with those counts read from the triples (one scan), as one new entry replacing the old ones. Done only
+        when the old ledger covers every trace and every trace carries this release's derived facts; return the
+        number of traces the new entry counts, or ``None`` when there was nothing to upgrade or it could not be
+        (:meth:`rebuild_ledger` then counts every trace again)."""
+        self._finish_replacing()
+        rows = self.select(ENTRY_VERSIONS)["results"]["bindings"]
+        stale = any(row["entry"]["value"] == STALE_COUNTS for row in rows)
+        versions = {term_value(row.get("version")) for row in rows if row["entry"]["value"] != STALE_COUNTS}
+        if not rows or (versions <= {LEDGER_VERSION} and not stale) or not versions <= {LEDGER_VERSION, *UPGRADABLE_VERSIONS}:
+            return None
+        old = [row["entry"]["value"] for row in rows]
+        covered = sum(int(term_value(row["n"])) for row in rows)
+        counts = self._stats_from_triples(exact=True)
+        if covered != counts["traces"] or counts["to_migrate"]:
+            return None
+        ledger = self._sum_of([entry for entry in old if entry != STALE_COUNTS])
+        ledger.set_stats(DERIVED_FACTS_VERSION, {name: counts[name] or 0 for name in STATS_COLUMNS})
         self._replace_ledger(old, ledger)
         return ledger.traces
 
@@ -790,7 +829,10 @@ class TraceStore(ABC):
         a graph lacks and keeps the others; the graph's old ``derived_facts_version`` is removed first, so that a
         trace carries one version (a stop in between leaves a trace without a version, which the next refresh
         finds). Write a few hundred traces at a time: one write per trace grows the embedded store's memory by
-        about half a megabyte a trace."""
+        about half a megabyte a trace. The traces gain triples the ledger's ``stats`` counts do not know: the
+        ledger is not current (:data:`~dspy_rdf.store.ledger.STALE_COUNTS`) until ``migrate`` reads them again."""
+        data = stale_counts_entry()
+        self._write_batch([EncodedTrace(STALE_COUNTS, data, 1)], bulk=False)
         self._forget_derived_facts_version([item.iri for item in traces])
         return self._write_batch(traces, bulk=False)
 
@@ -798,15 +840,59 @@ class TraceStore(ABC):
         """Remove the ``derived_facts_version`` triple of these trace graphs (what :meth:`refresh` does first)."""
         raise StoreError(f"the store {self.location} cannot remove a fact from a trace's graph: export the traces into a new store instead")
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, from_triples: bool = False) -> dict[str, Any]:
         """Counts over the trace graphs (:data:`STATS` says what each counts): the graphs :meth:`trace_iris` lists,
         never a server's own graphs. Tokens and cost are None (unknown) when no LM call reports them; ``to_migrate``
         counts the traces written by an earlier release (dspy-rdf 0.1.0's keys, or derived facts of an earlier
-        :data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`), which ``dspy-rdf migrate`` brings to this release."""
+        :data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`), which ``dspy-rdf migrate`` brings to this release.
+
+        While the ledger is current (:meth:`ledger_is_current`) the counts are its sums, a few rows, as the canned
+        queries read it; else, or with ``from_triples``, they are read from every trace (a scan of each derived fact
+        and listings of the graphs: minutes on a server at a million LM calls). Both give the same counts (tests
+        prove it), except that the ledger counts the triples of the traces it was given, not those of a graph holding
+        a broken trace beside them (``validate`` reports such a graph)."""
+        if not from_triples:
+            counts = self._stats_from_ledger()
+            if counts is not None:
+                return counts
+        return self._stats_from_triples()
+
+    def _stats_from_ledger(self) -> dict[str, Any] | None:
+        """:meth:`stats` from the ledger's ``stats`` rows; ``None`` when the ledger is not current."""
+        traces = self._trace_count()
+        covered, outdated_ledger = self._ledger_state()
+        if outdated_ledger or covered != traces:
+            return None
+        rows = self.select(STATS_QUERY)["results"]["bindings"]
+        sums: dict[str, Decimal] = dict.fromkeys(STATS_COLUMNS, Decimal(0))
+        outdated = Decimal(0)
+        for row in rows:
+            for name in STATS_COLUMNS:
+                sums[name] += Decimal(row[name]["value"]) if name in row else Decimal(0)
+            version = term_value(row.get("version"))  # a server may hand the integer back as a decimal
+            if not isinstance(version, (int, float, Decimal)) or version < DERIVED_FACTS_VERSION:
+                outdated += Decimal(row["traces"]["value"]) if "traces" in row else Decimal(0)
+        if sums["traces"] != traces:
+            return None
+        counts: dict[str, Any] = {name: int(sums[name]) for name in STATS_COLUMNS if name != "cost"}
+        counts["cost"] = float(sums["cost"])
+        for name, known in _UNKNOWN_UNLESS.items():
+            if counts[known] == 0:
+                counts[name] = None
+        counts["to_migrate"] = int(outdated)
+        counts["ledger_uncounted"] = 0
+        return {name: counts[name] for name in STATS}
+
+    def _trace_count(self) -> int:
+        """The number of ``dspy:Trace`` nodes, each in the graph it names (what the ledger's coverage is compared with)."""
+        return int(self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }}", "n")["n"]["value"])
+
+    def _stats_from_triples(self, *, exact: bool = False) -> dict[str, Any]:
+        """:meth:`stats` read from every trace (``exact``: the cost as the exact decimal sum, not a float)."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
-        sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in _STATS_SUMS)
-        scans = " ".join(f"UNION {{ ?g <{d}{fact}> ?{name}_v }}" for name, fact in _STATS_SUMS.items())
+        sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in STATS_FACTS)
+        scans = " ".join(f"UNION {{ ?g <{d}{fact}> ?{name}_v }}" for name, fact in STATS_FACTS.items())
         # traces written before digests, or before this release's derived facts: to migrate
         digests = f"UNION {{ ?g <{d}content_digest> ?digest }} UNION {{ ?g <{d}derived_facts_version> ?facts }}"
         current = f"(SUM(IF(COALESCE(?facts, 0) >= {DERIVED_FACTS_VERSION}, 1, 0)) AS ?current)"
@@ -818,13 +904,13 @@ class TraceStore(ABC):
         counts: dict[str, Any] = {"traces": int(row["traces"]["value"]) if "traces" in row else 0}
         legacy = counts["traces"] - (int(row["digested"]["value"]) if "digested" in row else 0)
         outdated = counts["traces"] - (int(row["current"]["value"]) if "current" in row else 0)
-        for name in _STATS_SUMS:
+        for name in STATS_FACTS:
             value = term_value(row.get(name))
             counts[name] = 0 if value is None else value if name == "cost" else int(value)
         for name, known in _UNKNOWN_UNLESS.items():
             if counts[known] == 0:
                 counts[name] = None
-        if counts["cost"] is not None:
+        if counts["cost"] is not None and not exact:
             counts["cost"] = float(counts["cost"])
         # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
         # none; a server's own graphs), so that no scan joins each triple with its graph.

@@ -8,7 +8,8 @@ Each write of a batch of traces adds one *entry*: a named graph ``urn:dspy-rdf:l
 of traces it covers (``ledger:entry_traces``) and one row per figure and key with the batch's sums (the usage of each
 model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool,
 those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
-added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets).
+added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets, and the
+counts ``stats`` shows: LM calls, tool calls, messages, usage, cost and triples).
 Removing a trace adds an entry with its figures negated. An entry is written with its batch (in the same load on the
 embedded store), and entries are only ever added, so writers on several machines never contend for one counter.
 Every store folds its entries into one every few hundred writes
@@ -33,19 +34,38 @@ from decimal import Decimal
 from typing import Any
 
 from dspy_rdf.rdf import vocab as v
-from dspy_rdf.rdf.writer import TraceFigures, decimal_text, duration_bucket
+from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, decimal_text, duration_bucket
 
-__all__ = ["LEDGER", "LEDGER_VERSION", "ENTRIES", "REPLACED", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
 
 LEDGER = v.LEDGER
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
 
-LEDGER_VERSION = 2
+LEDGER_VERSION = 3
 """The figures an entry holds (``ledger:version`` of each entry). A release that keeps more figures raises it: a ledger
 with an entry of another version is not current (the figures it lacks would read as none), so the queries read the
 triples until ``dspy-rdf migrate`` counts the store again."""
 
+UPGRADABLE_VERSIONS = frozenset({2})
+"""Earlier versions whose entries hold every figure of :data:`LEDGER_VERSION` but the ``stats`` counts, which
+``migrate`` reads from the triples in one scan instead of reading every trace back
+(:meth:`~dspy_rdf.store.base.TraceStore.upgrade_ledger`)."""
+
+STALE_COUNTS = f"{LEDGER}stale-counts"
+"""An entry counting no trace and of no version (so the ledger is not current while it is stored), written before
+traces are written again with this release's derived facts (:meth:`~dspy_rdf.store.base.TraceStore.refresh`): they
+gain triples, and move to another version of the facts, which the ledger's ``stats`` counts do not know. ``migrate``
+reads those counts again (:meth:`~dspy_rdf.store.base.TraceStore.upgrade_ledger`) and removes it. One graph name, so
+that each refresh writes the same triples again."""
+
 _XSD = "http://www.w3.org/2001/XMLSchema#"
+
+STATS_COLUMNS = (
+    "traces", "lm_calls", "tool_calls", "tool_executions", "tool_results", "messages", "usage_calls", "input_tokens",
+    "output_tokens", "priced_calls", "cost", "triples",
+)  # fmt: skip
+"""The counts the ``stats`` figure sums (each column ``stats_<name>``), by the version of the derived facts the traces
+were written with: what :meth:`~dspy_rdf.store.base.TraceStore.stats` reads instead of every trace."""
 
 # Figure -> (key columns, value columns). A key column may be unbound (None): a finish reason not recorded, a model
 # call with no day. Values are integers except ``cost`` (an exact decimal).
@@ -63,17 +83,29 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "module_removal": (("removed_module_class",), ("removed_max_seconds", "removed_at_max")),
     "offered_tool": (("offered_tool",), ("requests", "traces")),
     "framework_tool": (("framework_tool",), ("traces",)),
+    "stats": (("stats_facts_version",), tuple(f"stats_{name}" for name in STATS_COLUMNS)),
 }  # fmt: skip
 """The figures the ledger keeps, each with the columns that key its rows and the columns it sums."""
 
-_DECIMAL_COLUMNS = frozenset({"cost", "total_seconds", "max_seconds", "removed_max_seconds", "bucket", "range"})
-_INTEGER_KEYS = frozenset({"conversation_messages", "conversation_lm_calls"})
+_DECIMAL_COLUMNS = frozenset({"cost", "total_seconds", "max_seconds", "removed_max_seconds", "bucket", "range", "stats_cost"})
+_INTEGER_KEYS = frozenset({"conversation_messages", "conversation_lm_calls", "stats_facts_version"})
 
 ENTRIES = (
     f"SELECT (COUNT(?entry) AS ?entries) (SUM(?n) AS ?covered) (COUNT(?current) AS ?current_entries) WHERE {{ GRAPH ?entry "
     f"{{ ?entry <{LEDGER}entry_traces> ?n OPTIONAL {{ ?entry <{LEDGER}version> ?current FILTER(STR(?current) = \"{LEDGER_VERSION}\") }} }} }}"
 )
 """The ledger's entries, the traces they count, and the entries holding the figures of :data:`LEDGER_VERSION`."""
+
+STATS_QUERY = (
+    f"SELECT ?version {' '.join(f'(SUM(?{name}) AS ?{name})' for name in STATS_COLUMNS)} WHERE {{ GRAPH ?entry {{ "
+    f"?row <{LEDGER}stats_facts_version> ?version ; {' ; '.join(f'<{LEDGER}stats_{name}> ?{name}' for name in STATS_COLUMNS)} }} }} "
+    "GROUP BY ?version"
+)
+"""The ``stats`` rows of the ledger summed by the version of the derived facts (read only while the ledger is
+current: no entry is replaced by a sum still being written)."""
+
+ENTRY_VERSIONS = f"SELECT ?entry ?n ?version WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n OPTIONAL {{ ?entry <{LEDGER}version> ?version }} }} }}"
+"""Each entry of the ledger with the traces it counts and its version (unbound: written before versions)."""
 
 REPLACED = f"SELECT DISTINCT ?entry WHERE {{ GRAPH ?sum {{ ?sum <{LEDGER}replaces> ?entry }} GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n }} }}"
 """The entries that an entry holding their sum replaces but that are still stored: a fold (or a rebuild) writes the
@@ -177,9 +209,18 @@ class Ledger:
         for tool in figures.framework_tools:
             self._add("framework_tool", (tool,), (sign,))
         self._add("conversation", figures.conversation, (sign,))
+        totals = figures.totals
+        self._add("stats", (DERIVED_FACTS_VERSION,), (sign, *(sign * getattr(totals, name) for name in STATS_COLUMNS[1:])))
         for module, made in figures.modules.items():
             self._add("module", (module,), (sign * made.lm_calls, sign * made.timed_calls, sign * made.total_seconds))
             self._add("module_max" if sign > 0 else "module_removal", (module,), (made.max_seconds, 1))
+
+    def set_stats(self, facts_version: int, counts: dict[str, Any]) -> None:
+        """Make the ``stats`` figure these counts (:data:`STATS_COLUMNS`) of traces written with this version of the
+        derived facts, in place of any it holds."""
+        for key in [key for key in self.rows if key[0] == "stats"]:
+            del self.rows[key]
+        self.rows[("stats", (facts_version,))] = [Decimal(str(counts[name])) if name == "cost" else int(counts[name]) for name in STATS_COLUMNS]
 
     def merge(self, other: Ledger) -> None:
         """Add the sums of another entry."""
@@ -260,6 +301,11 @@ class Ledger:
             )
             ledger._add(figure, key, values)
         return ledger
+
+
+def stale_counts_entry() -> bytes:
+    """The N-Quads of the :data:`STALE_COUNTS` entry."""
+    return f"<{STALE_COUNTS}> <{LEDGER}entry_traces> {_literal(0)} <{STALE_COUNTS}> .\n".encode()
 
 
 def entry_query(entry: str) -> str:

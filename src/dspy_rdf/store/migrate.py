@@ -10,8 +10,10 @@ same new IRI: the first one written is kept and the others removed (``merged``).
 release's key but written with the derived facts of an earlier version (:data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`:
 the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
 (``refreshed``). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
-Last, when the store's ledger (:mod:`dspy_rdf.store.ledger`) does not cover every trace, or has lost a maximum to
-removals, every trace is counted into it again (``ledger_traces``), so that the canned queries that add up every execution read it instead of the triples.
+Last, the store's ledger (:mod:`dspy_rdf.store.ledger`): one kept by an earlier release that covers every trace gains
+this release's figures from one scan of the triples (``ledger_upgraded``); one that does not cover every trace, or
+has lost a maximum to removals, is built again by counting every trace (``ledger_traces``), so that the canned queries
+that add up every execution, and ``stats``, read it instead of the triples.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ class MigrationReport:
     other: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     ledger_traces: int | None = None
-    """The traces counted into a new ledger (``None``: the ledger was current; with ``dry_run``, ``-1``: it is not)."""
+    """The traces counted into a new ledger by reading each back (``None``: the ledger was current, or was upgraded;
+    with ``dry_run``, ``-1``: it is not current)."""
+    ledger_upgraded: int | None = None
+    """The traces of an earlier release's ledger brought to this release's figures in one scan (``None``: none)."""
 
     @property
     def examined(self) -> int:
@@ -118,6 +123,8 @@ def migrate_store(
                 progress(1)
     if stale:
         refresh()
+    if not dry_run:
+        report.ledger_upgraded = store.upgrade_ledger()
     if not store.ledger_is_current(maxima=True):
         report.ledger_traces = -1 if dry_run else store.rebuild_ledger(progress=ledger_progress)
     return report
