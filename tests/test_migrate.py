@@ -236,7 +236,7 @@ def _bumped_and_migrated(store: TraceStore, monkeypatch) -> None:
     rows = store.select("SELECT ?g ?v WHERE { GRAPH ?g { ?g <https://w3id.org/lmodel/dspy/derived_facts_version> ?v } }")
     versions = [(b["g"]["value"], b["v"]["value"]) for b in rows["results"]["bindings"]]
     assert sorted(versions) == sorted((trace_iri(t), str(later)) for t in traces)
-    # the traces gained triples the ledger's stats counts did not know: read again in one scan, not trace by trace
+    # the traces gained triples the ledger's stats counts did not know: read again from the triples, not trace by trace
     assert report.ledger_upgraded == len(traces) and report.ledger_traces is None
     assert store.ledger_is_current() and store.stats() == store.stats(from_triples=True)
     assert store.stats()["to_migrate"] == 0
@@ -317,14 +317,14 @@ def _written_by_the_release_before_stats_counts(store: TraceStore, traces: list,
         assert store.delete(written[0])
 
 
-def _earlier_ledger_upgraded_in_one_scan(store: TraceStore, monkeypatch) -> None:
+def _earlier_ledger_upgraded_from_the_triples(store: TraceStore, monkeypatch) -> None:
     traces = _traces()
     _written_by_the_release_before_stats_counts(store, traces, monkeypatch)
     assert not store.ledger_is_current()  # its entries lack the stats counts: queries and stats read the triples
     counts = store.stats()
     assert counts["ledger_uncounted"] == counts["traces"] == len(store.trace_iris())
     answers = {query.name: run_query(store, query.name).rows for query in LEDGER_QUERIES}
-    report = migrate_store(store, ledger_progress=lambda n: pytest.fail("a trace was read back: the upgrade is one scan"))
+    report = migrate_store(store, ledger_progress=lambda n: pytest.fail("a trace was read back: the upgrade reads the triples"))
     assert report.ledger_upgraded == counts["traces"] and report.ledger_traces is None
     assert store.ledger_is_current() and len(store.ledger_entries()) == 1
     assert store.stats() == {**counts, "ledger_uncounted": 0} == store.stats(from_triples=True)
@@ -334,14 +334,14 @@ def _earlier_ledger_upgraded_in_one_scan(store: TraceStore, monkeypatch) -> None
 
 
 @pytest.mark.parametrize("kind", ["embedded", "remote_store", "virtuoso_store"])
-def test_migrate_upgrades_an_earlier_ledger_in_one_scan(kind, request, tmp_path, monkeypatch):
+def test_migrate_upgrades_an_earlier_ledger_from_the_triples(kind, request, tmp_path, monkeypatch):
     """A ledger of the release before (every figure but the counts ``stats`` reads) covering every trace gains those
-    counts from one scan: no trace is read back, and every answer stays as it was, on every store kind."""
+    counts from two queries over the triples: no trace is read back, and every answer stays as it was, on every store kind."""
     if kind == "embedded":
         with EmbeddedStore(tmp_path / "db") as store:
-            _earlier_ledger_upgraded_in_one_scan(store, monkeypatch)
+            _earlier_ledger_upgraded_from_the_triples(store, monkeypatch)
     else:
-        _earlier_ledger_upgraded_in_one_scan(request.getfixturevalue(kind), monkeypatch)
+        _earlier_ledger_upgraded_from_the_triples(request.getfixturevalue(kind), monkeypatch)
 
 
 def test_an_earlier_ledger_that_does_not_cover_every_trace_is_counted_again(tmp_path, monkeypatch):

@@ -167,12 +167,19 @@ class Seen:
 class FakeServer:
     """An HTTP server on 127.0.0.1 that answers with the scripted replies in order (then 200) and records requests."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", *, server_header: bool = True) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[Seen] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            if not server_header:  # a server, or a proxy before it, that does not say what it is
+
+                def send_response(self, code: int, message: str | None = None) -> None:
+                    self.log_request(code)
+                    self.send_response_only(code, message)
+                    self.send_header("Date", self.date_time_string())
+
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
@@ -227,6 +234,23 @@ def test_a_busy_or_unreachable_backend_502_503_504_is_retried_with_backoff_then_
     assert fake.requests[-1].path == "/query"
     assert fake.requests[-1].headers["Accept"] == "application/sparql-results+json"
     assert fake.requests[-1].headers["Content-Type"] == "application/x-www-form-urlencoded"
+
+
+def test_a_server_that_does_not_say_what_it_is_is_asked_once_and_taken_for_another_engine():
+    """A canned query with a version for one engine needs the store's engine: read from the ``Server`` header of the
+    answers, or asked once with ``ASK {}`` when none came; a server that never says is OTHER, and is not asked again."""
+    from dspy_rdf.store.base import SparqlEngine
+
+    ask = Reply(200, body=json.dumps({"head": {}, "boolean": True}), headers={"Content-Type": "application/sparql-results+json"})
+    with FakeServer(server_header=False) as fake, RemoteStore(fake.url, **FAST) as store:
+        fake.script(ask, ask)
+        assert store.sparql_engine == SparqlEngine.OTHER
+        assert store.sparql_engine == SparqlEngine.OTHER
+        assert [r.body for r in fake.requests] == [b"query=ASK+%7B%7D"]
+    with FakeServer() as fake, RemoteStore(fake.url, **FAST) as store:  # this one says (Python's BaseHTTP)
+        fake.script(EMPTY_RESULTS)
+        store.select("SELECT ?g WHERE {}")
+        assert store.sparql_engine == SparqlEngine.OTHER and len(fake.requests) == 1  # known from the answer: no ASK
 
 
 def test_retry_after_is_honoured():

@@ -594,9 +594,13 @@ class TraceStore(ABC):
         """The sum of these entries of the ledger, read one at a time."""
         total = Ledger()
         for entry in entries:
-            rows = self.select(entry_query(entry))["results"]["bindings"]
-            total.merge(Ledger.from_rows(entry, ({name: term["value"] for name, term in row.items()} for row in rows)))
+            total.merge(Ledger.from_rows(entry, self._entry_rows(entry)))
         return total
+
+    def _entry_rows(self, entry: str) -> list[dict[str, str]]:
+        """The triples of one entry of the ledger, each term as its text (``row``, ``p``, ``o``)."""
+        rows = self.select(entry_query(entry))["results"]["bindings"]
+        return [{name: term["value"] for name, term in row.items()} for row in rows]
 
     def ledger_dump(self, *, trig: bool = False) -> bytes:
         """The ledger, summed into one entry, as N-Quads (or TriG): what ``dump --with-ledger`` adds after the traces,
@@ -663,7 +667,8 @@ class TraceStore(ABC):
     def upgrade_ledger(self) -> int | None:
         """Bring a ledger that an earlier release kept (:data:`~dspy_rdf.store.ledger.UPGRADABLE_VERSIONS`: every
         figure of this release but the counts ``stats`` shows) to this release without reading every trace back: its
-        sums, with those counts read from the triples (one scan), as one new entry replacing the old ones. Done only
+        sums, with those counts read from the triples (the sum of every trace's derived facts and a count of the
+        traces' triples; no listing of graphs), as one new entry replacing the old ones. Done only
         when the old ledger covers every trace and every trace carries this release's derived facts; return the
         number of traces the new entry counts, or ``None`` when there was nothing to upgrade or it could not be
         (:meth:`rebuild_ledger` then counts every trace again)."""
@@ -675,7 +680,7 @@ class TraceStore(ABC):
             return None
         old = [row["entry"]["value"] for row in rows]
         covered = sum(int(term_value(row["n"])) for row in rows)
-        counts = self._stats_from_triples(exact=True)
+        counts = self._stats_from_triples(exact=True, listings=False)
         if covered != counts["traces"] or counts["to_migrate"]:
             return None
         ledger = self._sum_of([entry for entry in old if entry != STALE_COUNTS])
@@ -887,8 +892,12 @@ class TraceStore(ABC):
         """The number of ``dspy:Trace`` nodes, each in the graph it names (what the ledger's coverage is compared with)."""
         return int(self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }}", "n")["n"]["value"])
 
-    def _stats_from_triples(self, *, exact: bool = False) -> dict[str, Any]:
-        """:meth:`stats` read from every trace (``exact``: the cost as the exact decimal sum, not a float)."""
+    def _stats_from_triples(self, *, exact: bool = False, listings: bool = True) -> dict[str, Any]:
+        """:meth:`stats` read from every trace (``exact``: the cost as the exact decimal sum, not a float). Without
+        ``listings``, the triples are those of the graphs named by their trace node (one join, the ledger's count),
+        not also those of graphs holding a broken trace: finding those lists every graph of the store, which a server
+        answers page by page, each page a scan of the store (Virtuoso at 1M LM calls: over 15 minutes, against
+        seconds for the rest)."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in STATS_FACTS)
@@ -912,12 +921,15 @@ class TraceStore(ABC):
                 counts[name] = None
         if counts["cost"] is not None and not exact:
             counts["cost"] = float(counts["cost"])
-        # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
-        # none; a server's own graphs), so that no scan joins each triple with its graph.
-        triples = self._count_triples(None)
-        others = self._graphs_without_trace_nodes()
-        holding = set(self._graphs_holding_dspy_nodes(others))
-        triples -= self._count_triples([name for name in others if name not in holding])
+        if listings:
+            # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
+            # none; a server's own graphs), so that no scan joins each triple with its graph.
+            triples = self._count_triples(None)
+            others = self._graphs_without_trace_nodes()
+            holding = set(self._graphs_holding_dspy_nodes(others))
+            triples -= self._count_triples([name for name in others if name not in holding])
+        else:
+            triples = int(self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?g a <{d}Trace> }} GRAPH ?g {{ ?s ?p ?o }} }}", "n")["n"]["value"])
         counts["triples"] = triples
         counts["to_migrate"] = max(legacy, outdated, 0)
         covered, outdated_ledger = self._ledger_state()  # an entry of another version: every trace is to count again

@@ -48,7 +48,7 @@ triples until ``dspy-rdf migrate`` counts the store again."""
 
 UPGRADABLE_VERSIONS = frozenset({2})
 """Earlier versions whose entries hold every figure of :data:`LEDGER_VERSION` but the ``stats`` counts, which
-``migrate`` reads from the triples in one scan instead of reading every trace back
+``migrate`` reads from the triples in two queries instead of reading every trace back
 (:meth:`~dspy_rdf.store.base.TraceStore.upgrade_ledger`)."""
 
 STALE_COUNTS = f"{LEDGER}stale-counts"

@@ -511,6 +511,17 @@ class RemoteStore(TraceStore):
             raise StoreError(f"no trace {iri} in the store at {self.location}")
         return response_or_triples
 
+    def _entry_rows(self, entry: str) -> list[dict[str, str]]:
+        # An entry of a large store holds more triples than a server's row cap (Virtuoso's 10,000 by default: one
+        # entry of 1M LM calls holds a row per tool and duration bucket): read as a graph is, whole or in pages.
+        expected = self._graph_sizes([entry]).get(entry, 0)
+        triples = self._graph_triples(entry) if expected else set()
+        if len(triples) != expected:
+            triples |= self._paged_triples(entry, expected)
+        if len(triples) != expected:
+            raise RemoteResultError(f"the server sent {len(triples)} of the {expected} triples of {entry}", method="GET", url=safe_url(self.gsp_url))
+        return [{"row": s.value, "p": p.value, "o": o.value} for s, p, o in triples]
+
     def _paged_triples(self, iri: str, expected: int) -> set[tuple[Any, Any, Any]]:
         """The triples of a graph read by ``SELECT`` pages (``OFFSET``, in the server's own order: sorting by three
         terms would meet Virtuoso's limit on sorted answers), until a page comes back empty."""
