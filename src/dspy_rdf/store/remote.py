@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
@@ -209,6 +209,15 @@ class RemoteStore(TraceStore):
 
     page_rows = PAGE_ROWS
     all_graphs_pattern = "GRAPH ?g { ?s ?p ?o }"  # Virtuoso binds nothing for an empty GRAPH pattern
+
+    def _graphs_without_trace_nodes(self, with_trace_nodes: Iterable[str] | None = None) -> list[str]:
+        # Listing every graph to take the trace graphs away reads the whole store once per page of names (Virtuoso
+        # at 1M LM calls: not done after 15 minutes); one scan grouped by graph names the few without a trace node
+        # (14.5 s there), paged as any listing in case they are many.
+        has_trace_node = f"IF(?p = <{v.RDF_TYPE}> && ?o = <{v.class_iri('Trace')}>, 1, 0)"
+        return self._graph_names(
+            f"{{ SELECT ?g WHERE {{ GRAPH ?g {{ ?s ?p ?o }} BIND({has_trace_node} AS ?trace_node) }} GROUP BY ?g HAVING (SUM(?trace_node) = 0) }}"
+        )
 
     def __init__(
         self,
