@@ -853,7 +853,7 @@ class TraceStore(ABC):
 
         While the ledger is current (:meth:`ledger_is_current`) the counts are its sums, a few rows, as the canned
         queries read it; else, or with ``from_triples``, they are read from every trace (a scan of each derived fact
-        and of the graphs: about 2 minutes on Virtuoso at a million LM calls, against 0.03 s). Both give the same counts (tests
+        and of the graphs: 81 s on Virtuoso at a million LM calls, against 0.03 s). Both give the same counts (tests
         prove it), except that the ledger counts the triples of the traces it was given, not those of a graph holding
         a broken trace beside them (``validate`` reports such a graph)."""
         if not from_triples:
@@ -896,7 +896,7 @@ class TraceStore(ABC):
         """:meth:`stats` read from every trace (``exact``: the cost as the exact decimal sum, not a float). Without
         ``listings``, the triples are those of the graphs named by their trace node (one join, the ledger's count),
         not also those of graphs holding a broken trace: finding those takes a scan of the store grouped by graph
-        (Virtuoso at 1M LM calls: 15-110 s, against 10 s for the rest)."""
+        (Virtuoso at 1M LM calls: 72 s, against 10 s for the rest)."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in STATS_FACTS)
