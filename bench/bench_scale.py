@@ -97,7 +97,8 @@ def main() -> None:
         target: str | Path = Path(args.store) if local else args.store
         with open_store(target, read_only=True) as store:
             triples = store.stats()["triples"]
-        on_disk = f", {disk_bytes(Path(args.store)) / 1e9:,.2f} GB on disk ({disk_bytes(Path(args.store)) / triples:,.0f} B/triple)" if local else ""
+        size = disk_bytes(Path(args.store)) if local else 0
+        on_disk = f", {size / 1e9:,.2f} GB on disk ({size / triples:,.0f} B/triple)" if local else ""
         print(f"{args.store}: {triples:,} triples{on_disk}", flush=True)
         time_queries(target, args.runs, from_triples=args.from_triples)
         return

@@ -487,13 +487,7 @@ class RemoteStore(TraceStore):
     def _graph_quads(self, iri: str, expected: int) -> list[ox.Quad]:
         """The quads of one graph of ``expected`` triples, in the canonical form the embedded store keeps."""
         graph = ox.NamedNode(iri)
-        triples = self._graph_triples(iri)
-        if len(triples) != expected:  # the Graph Store answer was cut (Virtuoso's row cap): read it in pages
-            triples |= self._paged_triples(iri, expected)
-        if len(triples) != expected:
-            raise RemoteResultError(
-                f"the server sent {len(triples)} of the {expected} triples of {iri}", method="GET", url=safe_url(self.gsp_url)
-            )
+        triples = self._whole_graph(iri, expected)
         canonical = ox.Store()  # literals as pyoxigraph keeps them, whatever lexical form the server wrote
         retyped = self.retypes_numbers
         canonical.extend(ox.Quad(s, p, mapped_number(p, o) if retyped else o, graph) for s, p, o in triples)
@@ -520,15 +514,24 @@ class RemoteStore(TraceStore):
             raise StoreError(f"no trace {iri} in the store at {self.location}")
         return response_or_triples
 
+    def _whole_graph(self, iri: str, expected: int) -> set[tuple[Any, Any, Any]]:
+        """The ``expected`` triples of one graph: its Graph Store answer, read in ``SELECT`` pages where the server cut
+        it (Virtuoso's row cap)."""
+        if not expected:
+            return set()
+        triples = self._graph_triples(iri)
+        if len(triples) != expected:
+            triples |= self._paged_triples(iri, expected)
+        if len(triples) != expected:
+            raise RemoteResultError(
+                f"the server sent {len(triples)} of the {expected} triples of {iri}", method="GET", url=safe_url(self.gsp_url)
+            )
+        return triples
+
     def _entry_rows(self, entry: str) -> list[dict[str, str]]:
         # An entry of a large store holds more triples than a server's row cap (Virtuoso's 10,000 by default: one
-        # entry of 1M LM calls holds a row per tool and duration bucket): read as a graph is, whole or in pages.
-        expected = self._graph_sizes([entry]).get(entry, 0)
-        triples = self._graph_triples(entry) if expected else set()
-        if len(triples) != expected:
-            triples |= self._paged_triples(entry, expected)
-        if len(triples) != expected:
-            raise RemoteResultError(f"the server sent {len(triples)} of the {expected} triples of {entry}", method="GET", url=safe_url(self.gsp_url))
+        # entry of 1M LM calls holds a row per tool and duration bucket): read as a graph is.
+        triples = self._whole_graph(entry, self._graph_sizes([entry]).get(entry, 0))
         return [{"row": s.value, "p": p.value, "o": o.value} for s, p, o in triples]
 
     def _paged_triples(self, iri: str, expected: int) -> set[tuple[Any, Any, Any]]:
