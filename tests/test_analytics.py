@@ -718,6 +718,9 @@ LEDGER_PARAMS = [
     ("part_kinds", {}), ("finish_reasons", {}),
     ("tool_calls_per_tool", {}), ("tool_calls_per_tool", {"framework_tools": "1"}), ("tool_calls_per_tool", {"tool": "add"}),
     ("tool_calls_per_tool", {"tool": "finish", "framework_tools": "1"}), ("tool_calls_per_tool", {"tool": HOSTILE[0]}),
+    ("tool_argument_frequency", {}), ("tool_argument_frequency", {"framework_tools": "1"}), ("tool_argument_frequency", {"tool": "add"}),
+    ("tool_argument_frequency", {"tool": "finish", "framework_tools": "1"}), ("tool_argument_frequency", {"tool": HOSTILE[0]}),
+    ("tool_argument_frequency", {"limit": "1"}), ("tool_argument_frequency", {"limit": "1000", "framework_tools": "1"}),
     ("tools_offered_never_called", {}), ("tools_offered_never_called", {"framework_tools": "1"}),
     ("tools_offered_never_called", {"tool": "finish", "framework_tools": "1"}),
     ("tool_error_rate", {}), ("tool_error_rate", {"framework_tools": "1"}), ("tool_error_rate", {"tool": "divide"}),
@@ -862,6 +865,65 @@ def test_the_ledger_follows_removals_and_folding_and_a_dump_loaded_again(traces,
         again.put(trace for _, trace in EmbeddedStore(tmp_path / "db", read_only=True).traces())
         assert again.ledger_is_current()
         assert ledger_answers(again) == answers
+
+
+def test_an_entry_keeps_each_tools_calls_by_arguments_up_to_a_bound_and_then_none_saying_so():
+    """An entry holding more rows of the ``argument`` figure than the ledger keeps is written without them and says
+    so; the mark survives a merge, a read back and a split, and no other figure is left out."""
+    import pyoxigraph as ox
+
+    from dspy_rdf.store.ledger import ARGUMENT_ROWS_KEPT, LEDGER, Ledger
+
+    def entry(pairs: int) -> Ledger:
+        ledger = Ledger()
+        ledger.traces = 1
+        for n in range(pairs):
+            ledger.rows[("argument", ("search", f'{{"query":"q{n}"}}'))] = [1, 1, 0, 1]
+        ledger.rows[("tool", ("search",))] = [pairs, pairs, 0, 0, 0, 0]
+        return ledger
+
+    def read_back(ledger: Ledger) -> Ledger:
+        graph, data = ledger.nquads()
+        store = ox.Store()
+        store.load(data, ox.RdfFormat.N_QUADS)
+        rows = [{"row": q.subject.value, "p": q.predicate.value, "o": q.object.value} for q in store.quads_for_pattern(None, None, None, ox.NamedNode(graph))]
+        return Ledger.from_rows(graph, rows)
+
+    kept = read_back(entry(ARGUMENT_ROWS_KEPT))
+    assert not kept.without_arguments and sum(1 for figure, _ in kept.rows if figure == "argument") == ARGUMENT_ROWS_KEPT
+    dropped = read_back(entry(ARGUMENT_ROWS_KEPT + 1))
+    assert dropped.without_arguments and not any(figure == "argument" for figure, _ in dropped.rows)
+    assert dropped.rows[("tool", ("search",))] == [ARGUMENT_ROWS_KEPT + 1] * 2 + [0] * 4 and dropped.traces == 1
+    assert f"{LEDGER}without_arguments".encode() in entry(ARGUMENT_ROWS_KEPT + 1).nquads()[1]
+    merged = entry(1)
+    merged.merge(dropped)
+    assert merged.without_arguments and read_back(merged).without_arguments  # a fold of the two keeps the mark
+    parts = entry(ARGUMENT_ROWS_KEPT + 1).split(max_triples=50)
+    assert parts[0].without_arguments and parts[0].traces == 1 and not any(p.without_arguments for p in parts[1:])
+    assert not any(figure == "argument" for p in parts for figure, _ in p.rows)
+
+
+def test_a_store_whose_ledger_left_out_arguments_reads_them_from_the_triples(traces, tmp_path, monkeypatch):
+    """Where an entry left out its calls by arguments (more distinct arguments than it keeps), the arguments query
+    reads the triples, with the rows it gives over them, through folds; every other query still reads the ledger."""
+    from dspy_rdf.store import ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "ARGUMENT_ROWS_KEPT", 1)
+    query = get_query("tool_argument_frequency")
+    params = {"framework_tools": "1", "limit": "1000"}
+    with EmbeddedStore(tmp_path / "db") as store:
+        store.put(traces)
+        assert store.select(ledger_module.ARGUMENTS_DROPPED)["results"]["bindings"]
+        assert store.ledger_is_current() and not store.ledger_is_current(arguments=True)
+        triples = over_triples(store, "tool_argument_frequency", params).rows
+        assert len(triples) > 1
+        over_the_ledger = QueryResult.from_json(store.select(bind_parameters(query, params))).rows
+        assert over_the_ledger != triples  # the rows left out: read as they are, the ledger would answer wrong
+        assert run_query(store, "tool_argument_frequency", params).rows == triples
+        store.optimize()
+        assert len(store.ledger_entries()) == 1 and not store.ledger_is_current(arguments=True)
+        assert run_query(store, "tool_argument_frequency", params).rows == triples
+        assert ledger_answers(store) == triples_answers(store)
 
 
 def test_a_fold_stopped_midway_is_never_counted_twice_and_the_next_fold_finishes_it(traces, tmp_path):

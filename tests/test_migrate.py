@@ -11,7 +11,7 @@ import httpx
 import pyoxigraph as ox
 import pytest
 
-from dspy_rdf.analytics.catalog import QueryResult, bind_parameters, get_query, run_query
+from dspy_rdf.analytics.catalog import QueryResult, bind_parameters, get_query, list_queries, run_query
 from dspy_rdf.canonical.identity import key_of_iri, trace_iri
 from dspy_rdf.cli.demo import bundled_traces_path
 from dspy_rdf.cli.main import main
@@ -257,16 +257,21 @@ def test_a_later_version_of_the_derived_facts_replaces_the_version_of_a_virtuoso
 
 # --- the ledger on servers: removals take figures out, migrate counts a store the ledger does not cover ---------
 
-LEDGER_QUERIES = [query for query in (get_query(name) for name in ("tokens_per_model", "part_kinds", "finish_reasons", "tool_calls_per_tool", "tool_error_rate", "tools_offered_never_called", "lm_calls_per_module"))]
+LEDGER_QUERIES = [query for query in list_queries() if query.scan is not None]
+
+
+def _params(query) -> dict[str, str]:
+    """DSPy's own tools shown too, where the query can leave them out."""
+    return {"framework_tools": "1"} if any(p.name == "framework_tools" for p in query.parameters) else {}
 
 
 def _ledger_answers_equal_the_triples(store: TraceStore) -> None:
     for query in LEDGER_QUERIES:
         assert query.scan is not None
-        params = {"framework_tools": "1"} if any(p.name == "framework_tools" for p in query.parameters) else {}
+        params = _params(query)
         triples = QueryResult.from_json(store.select(bind_parameters(dataclasses.replace(query, text=query.scan), params)))
         # the bundled traces call every tool they offer, get no tool result, and hold no program run
-        assert triples.rows or query.name in ("tools_offered_never_called", "tool_error_rate", "lm_calls_per_module"), query.name
+        assert triples.rows or query.name in ("tools_offered_never_called", "tool_error_rate", "lm_calls_per_module", "slowest_tool_executions", "tool_latency_per_tool"), query.name
         assert run_query(store, query.name, params).rows == triples.rows, query.name
     assert store.stats() == store.stats(from_triples=True)
 
@@ -298,50 +303,77 @@ def test_the_ledger_of_a_virtuoso_store_follows_removals_and_migrate(virtuoso_st
     _ledger_follows_removals_and_migrate(virtuoso_store)
 
 
-def _written_by_the_release_before_stats_counts(store: TraceStore, traces: list, monkeypatch) -> None:
-    """Put ``traces`` as the release whose ledger (version 2) kept every figure but the counts ``stats`` shows."""
-    from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION
+def _written_by_an_earlier_release(store: TraceStore, traces: list, monkeypatch, version: int, *, mixed: bool = False) -> None:
+    """Put ``traces`` as an earlier release whose ledger (``version``) kept every figure but the ``argument`` figure
+    and, for version 2, the counts ``stats`` shows; ``mixed``: the second half put by this release afterwards (an
+    upgrade of the package, then new traces, before ``migrate``)."""
     from dspy_rdf.store import ledger as ledger_module
 
+    dropped = {"argument"} | ({"stats"} if version in ledger_module.WITHOUT_STATS else set())
     counting = ledger_module.Ledger.add
 
-    def add_without_stats_counts(self, figures, sign=1):
+    def add_as_earlier(self, figures, sign=1):
         counting(self, figures, sign)
-        self.rows.pop(("stats", (DERIVED_FACTS_VERSION,)), None)
+        for key in [key for key in self.rows if key[0] in dropped]:
+            del self.rows[key]
 
+    half = len(traces) // 2
     with monkeypatch.context() as earlier:
-        earlier.setattr(ledger_module, "LEDGER_VERSION", 2)
-        earlier.setattr(ledger_module.Ledger, "add", add_without_stats_counts)
-        written = store.put(traces[: len(traces) // 2]).written
-        store.put(traces[len(traces) // 2 :])
+        earlier.setattr(ledger_module, "LEDGER_VERSION", version)
+        earlier.setattr(ledger_module.Ledger, "add", add_as_earlier)
+        written = store.put(traces[:half]).written
+        if not mixed:
+            store.put(traces[half:])
         assert store.delete(written[0])
+    if mixed:
+        store.put(traces[half:])
 
 
-def _earlier_ledger_upgraded_from_the_triples(store: TraceStore, monkeypatch) -> None:
+def _earlier_ledger_upgraded_from_the_triples(store: TraceStore, monkeypatch, version: int, mixed: bool) -> None:
     traces = _traces()
-    _written_by_the_release_before_stats_counts(store, traces, monkeypatch)
-    assert not store.ledger_is_current()  # its entries lack the stats counts: queries and stats read the triples
+    _written_by_an_earlier_release(store, traces, monkeypatch, version, mixed=mixed)
+    assert not store.ledger_is_current()  # its entries lack figures: queries and stats read the triples
     counts = store.stats()
     assert counts["ledger_uncounted"] == counts["traces"] == len(store.trace_iris())
-    answers = {query.name: run_query(store, query.name).rows for query in LEDGER_QUERIES}
+    answers = {query.name: run_query(store, query.name, _params(query)).rows for query in LEDGER_QUERIES}
+    assert answers["tool_argument_frequency"] and answers["tool_calls_per_tool"]
     report = migrate_store(store, ledger_progress=lambda n: pytest.fail("a trace was read back: the upgrade reads the triples"))
     assert report.ledger_upgraded == counts["traces"] and report.ledger_traces is None
     assert store.ledger_is_current() and len(store.ledger_entries()) == 1
     assert store.stats() == {**counts, "ledger_uncounted": 0} == store.stats(from_triples=True)
-    assert {query.name: run_query(store, query.name).rows for query in LEDGER_QUERIES} == answers
+    assert {query.name: run_query(store, query.name, _params(query)).rows for query in LEDGER_QUERIES} == answers
     _ledger_answers_equal_the_triples(store)
     assert migrate_store(store).ledger_upgraded is None  # current: nothing to do
 
 
-@pytest.mark.parametrize("kind", ["embedded", "remote_store", "virtuoso_store"])
-def test_migrate_upgrades_an_earlier_ledger_from_the_triples(kind, request, tmp_path, monkeypatch):
-    """A ledger of the release before (every figure but the counts ``stats`` reads) covering every trace gains those
-    counts from two queries over the triples: no trace is read back, and every answer stays as it was, on every store kind."""
+@pytest.mark.parametrize(
+    ("kind", "version", "mixed"),
+    [("embedded", 2, False), ("embedded", 3, False), ("embedded", 2, True), ("embedded", 3, True), ("remote_store", 3, False), ("virtuoso_store", 2, False)],
+)
+def test_migrate_upgrades_an_earlier_ledger_from_the_triples(kind, version, mixed, request, tmp_path, monkeypatch):
+    """A ledger of an earlier release (every figure but each tool's calls by arguments, and for version 2 the counts
+    ``stats`` reads) covering every trace, alone or beside entries this release wrote, gains those figures from a few
+    queries over the triples: no trace is read back, and every answer stays as it was, on every store kind."""
     if kind == "embedded":
         with EmbeddedStore(tmp_path / "db") as store:
-            _earlier_ledger_upgraded_from_the_triples(store, monkeypatch)
+            _earlier_ledger_upgraded_from_the_triples(store, monkeypatch, version, mixed)
     else:
-        _earlier_ledger_upgraded_from_the_triples(request.getfixturevalue(kind), monkeypatch)
+        _earlier_ledger_upgraded_from_the_triples(request.getfixturevalue(kind), monkeypatch, version, mixed)
+
+
+def test_an_upgrade_finding_more_distinct_arguments_than_the_ledger_keeps_keeps_none_saying_so(tmp_path, monkeypatch):
+    """An earlier ledger upgraded where the store holds more distinct tool arguments than an entry keeps: the new
+    entry keeps none of them and says so, the arguments query reads the triples, and every other query the ledger."""
+    from dspy_rdf.store import ledger as ledger_module
+
+    with EmbeddedStore(tmp_path / "db") as store:
+        _written_by_an_earlier_release(store, _traces(), monkeypatch, 3)
+        monkeypatch.setattr(ledger_module, "ARGUMENT_ROWS_KEPT", 1)
+        answers = {query.name: run_query(store, query.name, _params(query)).rows for query in LEDGER_QUERIES}
+        assert len(answers["tool_argument_frequency"]) > 1
+        assert migrate_store(store, ledger_progress=lambda n: pytest.fail("a trace was read back")).ledger_upgraded
+        assert store.ledger_is_current() and not store.ledger_is_current(arguments=True)
+        assert {query.name: run_query(store, query.name, _params(query)).rows for query in LEDGER_QUERIES} == answers
 
 
 def test_an_earlier_ledger_that_does_not_cover_every_trace_is_counted_again(tmp_path, monkeypatch):
@@ -351,7 +383,7 @@ def test_an_earlier_ledger_that_does_not_cover_every_trace_is_counted_again(tmp_
 
     traces = _traces()
     with EmbeddedStore(tmp_path / "db") as store:
-        _written_by_the_release_before_stats_counts(store, traces[:-1], monkeypatch)
+        _written_by_an_earlier_release(store, traces[:-1], monkeypatch, 2)
         store.put(dataclasses.replace(item, figures=None) for item in encode_traces(traces[-1:], base=DEFAULT_BASE) if not isinstance(item, tuple))
         report = migrate_store(store)
         assert report.ledger_upgraded is None and report.ledger_traces == len(store.trace_iris())

@@ -616,10 +616,10 @@ def run_query(
     text = name_or_sparql.strip()
     unknown: tuple[str, ...] = ()
     if _NAME.fullmatch(text):
-        from dspy_rdf.store.ledger import reads_maxima
+        from dspy_rdf.store.ledger import reads_arguments, reads_maxima
 
         query = get_query(text)
-        if query.scan is not None and not store.ledger_is_current(maxima=reads_maxima(query.text)):
+        if query.scan is not None and not store.ledger_is_current(maxima=reads_maxima(query.text), arguments=reads_arguments(query.text)):
             query = replace(query, text=query.scan)  # the ledger does not cover every trace: read the triples
         elif query.engine_versions and (planned := dict(query.engine_versions).get(store.sparql_engine)) is not None:
             query = replace(query, text=planned)

@@ -299,7 +299,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     if report.failed:
         parts.append(f"{len(report.failed)} graph(s) that could not be migrated left as they are")
     if report.ledger_upgraded is not None:
-        parts.append(f"the ledger of {report.ledger_upgraded} trace(s) brought to this release from two queries over the triples")
+        parts.append(f"the ledger of {report.ledger_upgraded} trace(s) brought to this release from queries over the triples")
     if report.ledger_traces is not None:
         counted = "the ledger would be brought up to date" if args.dry_run else f"{report.ledger_traces} trace(s) counted into a new ledger"
         parts.append(counted)

@@ -83,9 +83,14 @@ def _s(text: str) -> str:
     return f'"{text}"'
 
 
+def _json_text(value: Any) -> str:
+    """Canonical JSON: keys sorted, no spaces, non-ASCII characters as they are."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _j(value: Any) -> str:
     """An rdf:JSON literal of canonical JSON."""
-    return _s(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)) + _JSON_DT
+    return _s(_json_text(value)) + _JSON_DT
 
 
 def _int(value: int) -> str:
@@ -186,6 +191,10 @@ class TraceFigures:
     part_kinds: dict[str, int]
     finish_reasons: dict[str | None, tuple[int, int]]
     tools: dict[str, ToolFigures]
+    arguments: dict[tuple[str, str], tuple[int, int, int]]
+    """Each tool and the canonical JSON of the arguments it was asked or run with (``"{}"``: none) with the calls,
+    tool-call parts and tool executions that carried them: ``(calls, parts, executions)``, calls counted as in
+    :class:`ToolFigures` (an execution answering a part is no call of its own)."""
     tool_results: dict[str, tuple[int, int]]
     """Each tool's calls that got a result (a tool-result part answering it, or an execution), and how many of those
     failed (an error result, or an execution that raised): ``(results, errors)``."""
@@ -293,7 +302,7 @@ class _Writer:
         "out", "tail", "lm_calls", "messages", "tool_calls", "tool_results", "input_tokens", "output_tokens", "cost", "usage",
         "subtrees", "executions", "unasked_executions", "tool_call_total", "usage_calls", "priced_calls", "framework", "counted_parts",
         "call_parts", "answered_parts", "refusals", "unoffered", "duplicated", "part_kinds", "finish_reasons",
-        "offered", "tool_runs", "latencies", "failed_results", "tool_executions", "module_of", "module_calls",
+        "offered", "tool_runs", "latencies", "failed_results", "tool_executions", "module_of", "module_calls", "carried_args",
     )  # fmt: skip
 
     def __init__(self, tail: str) -> None:
@@ -334,6 +343,8 @@ class _Writer:
         self.tool_executions: list[tuple[str, str, str | None, bool]] = []  # (node, tool, part it answers, failed)
         self.module_of: dict[int, str] = {}  # position of a module call -> its module class
         self.module_calls: dict[str, ModuleFigures] = {}  # module class ("": none) -> its direct LM calls
+        # (tool, arguments as canonical JSON, call key, is a part, counts as a call) of each tool-call part and execution
+        self.carried_args: list[tuple[str, str, str, bool, bool]] = []
 
     def figures(self) -> TraceFigures:
         """What this trace adds to the store-wide figures (call once the trace is written)."""
@@ -355,7 +366,7 @@ class _Writer:
             for name in parts.keys() | self.tool_runs.keys()
         }
         return TraceFigures(
-            usage, dict(self.part_kinds), reasons, tools, self.result_figures(), dict(self.module_calls), dict(self.offered),
+            usage, dict(self.part_kinds), reasons, tools, self.argument_figures(), self.result_figures(), dict(self.module_calls), dict(self.offered),
             tuple(sorted(self.framework)), dict(self.latencies), (self.messages, self.lm_calls),
             TraceTotals(
                 self.lm_calls, self.tool_call_total, self.executions, len(self.tool_results), self.messages, self.usage_calls,
@@ -363,6 +374,21 @@ class _Writer:
                 self.cost if self.cost is not None else Decimal(0), len(self.out),
             ),
         )  # fmt: skip
+
+    def argument_figures(self) -> dict[tuple[str, str], tuple[int, int, int]]:
+        """The calls, parts and executions of each tool with each arguments, as the trace's triples tell them: a
+        part's call is its call id (else the part), an execution is a call unless it answers a part."""
+        keys: dict[tuple[str, str], set[str]] = {}
+        counts: dict[tuple[str, str], list[int]] = {}
+        for tool, args, key, is_part, is_call in self.carried_args:
+            row = counts.get((tool, args))
+            if row is None:
+                row = counts[(tool, args)] = [0, 0, 0]
+                keys[(tool, args)] = set()
+            if is_call:
+                keys[(tool, args)].add(key)
+            row[1 if is_part else 2] += 1
+        return {pair: (len(keys[pair]), parts, executions) for pair, (_, parts, executions) in counts.items()}
 
     def result_figures(self) -> dict[str, tuple[int, int]]:
         """The calls of each tool that got a result, and those that failed, as the trace's triples tell them: a call
@@ -747,8 +773,10 @@ class _Writer:
             add(f"{s} {P.tool_name} {_s(tc.name)}{t}")
             if tc.call_id is not None:
                 add(f"{cs} {P.call_id} {_s(tc.call_id)}{t}")
+            args = _json_text(tc.args) if tc.args else "{}"
             if tc.args:
-                add(f"{cs} {P.args} {_j(tc.args)}{t}")
+                add(f"{cs} {P.args} {_s(args)}{_JSON_DT}{t}")
+            self.carried_args.append((tc.name, args, cs, False, call.answers is None))
             if (r := call.tool_result) is not None:
                 rs = f"<{iri}/tool_result>"
                 add(f"{s} {P.tool_result} {rs}{t}")
@@ -934,8 +962,10 @@ class _Writer:
                 add(f"{s} {P.name} {_s(part.name)}{t}")
                 if part.call_id is not None:
                     add(f"{s} {P.call_id} {_s(part.call_id)}{t}")
+                args = _json_text(part.args) if part.args else "{}"
                 if part.args:
-                    add(f"{s} {P.args} {_j(part.args)}{t}")
+                    add(f"{s} {P.args} {_s(args)}{_JSON_DT}{t}")
+                self.carried_args.append((part.name, args, s if part.call_id is None else "id:" + part.call_id, True, True))
                 if part.provider_data:
                     add(f"{s} {P.provider_data} {_j(part.provider_data)}{t}")
             elif part.part_type == "tool_result":

@@ -37,6 +37,9 @@ from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace_figures, parse_traces
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, stored_form
 from dspy_rdf.store.ledger import (
+    ARGUMENT_ROWS_KEPT,
+    ARGUMENTS_DROPPED,
+    ARGUMENTS_QUERY,
     ENTRIES,
     ENTRY_VERSIONS,
     LEDGER,
@@ -45,6 +48,7 @@ from dspy_rdf.store.ledger import (
     STALE_COUNTS,
     STALE_MAXIMUM,
     STATS_COLUMNS,
+    WITHOUT_STATS,
     STATS_QUERY,
     UPGRADABLE_VERSIONS,
     Ledger,
@@ -591,10 +595,12 @@ class TraceStore(ABC):
         return self._sum_of([entry for entry in self.ledger_entries() if entry not in replaced])
 
     def _sum_of(self, entries: list[str]) -> Ledger:
-        """The sum of these entries of the ledger, read one at a time."""
+        """The sum of these entries of the ledger, read one at a time (its ``argument`` rows left out as soon as
+        they are more than an entry keeps, so that they do not all stay in memory)."""
         total = Ledger()
         for entry in entries:
             total.merge(Ledger.from_rows(entry, self._entry_rows(entry)))
+            total = total.bounded()
         return total
 
     def _entry_rows(self, entry: str) -> list[dict[str, str]]:
@@ -615,14 +621,17 @@ class TraceStore(ABC):
         """Names of the ledger's graphs, sorted."""
         return self._graph_names(f"GRAPH ?g {{ ?g <{LEDGER}entry_traces> ?n }}")
 
-    def ledger_is_current(self, *, maxima: bool = False) -> bool:
+    def ledger_is_current(self, *, maxima: bool = False, arguments: bool = False) -> bool:
         """Whether the ledger covers every trace of the store (as many traces as the store holds) with the figures of
         this release (:data:`~dspy_rdf.store.ledger.LEDGER_VERSION`), so that the canned queries can read it instead of
         the triples: two counts (about 10 ms per 40,000 traces on the embedded store) and a look at the entries.
         With ``maxima``, also whether its maxima are known (no removals took away every trace holding the largest
-        value kept), for a query that reads them."""
+        value kept), for a query that reads them; with ``arguments``, whether it keeps every trace's calls by
+        arguments (no entry left them out: :data:`~dspy_rdf.store.ledger.ARGUMENT_ROWS_KEPT`)."""
         covered, outdated = self._ledger_state()
         if outdated or covered != self._trace_count():
+            return False
+        if arguments and self.select(ARGUMENTS_DROPPED)["results"]["bindings"]:
             return False
         if not maxima:
             return True
@@ -666,12 +675,13 @@ class TraceStore(ABC):
 
     def upgrade_ledger(self) -> int | None:
         """Bring a ledger that an earlier release kept (:data:`~dspy_rdf.store.ledger.UPGRADABLE_VERSIONS`: every
-        figure of this release but the counts ``stats`` shows) to this release without reading every trace back: its
-        sums, with those counts read from the triples (the sum of every trace's derived facts and a count of the
-        traces' triples; no listing of graphs), as one new entry replacing the old ones. Done only
-        when the old ledger covers every trace and every trace carries this release's derived facts; return the
-        number of traces the new entry counts, or ``None`` when there was nothing to upgrade or it could not be
-        (:meth:`rebuild_ledger` then counts every trace again)."""
+        figure of this release but a few) to this release without reading every trace back: its sums, with the
+        figures it lacks read from the triples (each tool's calls by arguments, in one grouped scan; where the
+        ``stats`` counts are missing or stale, the sum of every trace's derived facts and a count of the traces'
+        triples; no listing of graphs), as one new entry replacing the old ones. Done only when the old ledger covers
+        every trace and every trace carries this release's derived facts; return the number of traces the new entry
+        counts, or ``None`` when there was nothing to upgrade or it could not be (:meth:`rebuild_ledger` then counts
+        every trace again)."""
         self._finish_replacing()
         rows = self.select(ENTRY_VERSIONS)["results"]["bindings"]
         stale = any(row["entry"]["value"] == STALE_COUNTS for row in rows)
@@ -680,13 +690,38 @@ class TraceStore(ABC):
             return None
         old = [row["entry"]["value"] for row in rows]
         covered = sum(int(term_value(row["n"])) for row in rows)
-        counts = self._stats_from_triples(exact=True, listings=False)
+        recount = stale or bool(versions & WITHOUT_STATS)
+        counts = self._stats_from_triples(exact=True, listings=False, count_triples=recount)
         if covered != counts["traces"] or counts["to_migrate"]:
             return None
         ledger = self._sum_of([entry for entry in old if entry != STALE_COUNTS])
-        ledger.set_stats(DERIVED_FACTS_VERSION, {name: counts[name] or 0 for name in STATS_COLUMNS})
+        if recount:
+            ledger.set_stats(DERIVED_FACTS_VERSION, {name: counts[name] or 0 for name in STATS_COLUMNS})
+        if versions - {LEDGER_VERSION}:
+            ledger.set_arguments(self._argument_figures_from_triples())
         self._replace_ledger(old, ledger)
         return ledger.traces
+
+    def _argument_figures_from_triples(self) -> list[tuple[str, str, int, int, int, int]]:
+        """The ``argument`` figure of the ledger read from the triples (:data:`~dspy_rdf.store.ledger.ARGUMENTS_QUERY`),
+        page by page where the store caps its answers; no more than one row past what an entry keeps
+        (:data:`~dspy_rdf.store.ledger.ARGUMENT_ROWS_KEPT`), which is enough to know that it keeps none."""
+        wanted = ARGUMENT_ROWS_KEPT + 1
+        rows: list[dict[str, Any]] = []
+        while len(rows) < wanted:
+            page = min(wanted - len(rows), self.page_rows or wanted)
+            found, _ = self._select_page(f"{ARGUMENTS_QUERY} LIMIT {page} OFFSET {len(rows)}")
+            rows += found
+            if not found or self.page_rows is None:
+                break
+
+        def count(row: dict[str, Any], name: str) -> int:
+            return int(term_value(row[name]))
+
+        return [
+            (str(term_value(row["tool"])), str(term_value(row["args"])), count(row, "calls"), count(row, "parts"), count(row, "executions"), count(row, "traces"))
+            for row in rows
+        ]
 
     def fold_ledger(self) -> int:
         """Replace the ledger's entries by one holding their sums (the same figures, fewer rows to read); return the
@@ -892,11 +927,11 @@ class TraceStore(ABC):
         """The number of ``dspy:Trace`` nodes, each in the graph it names (what the ledger's coverage is compared with)."""
         return int(self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?g a <{v.class_iri('Trace')}> }} }}", "n")["n"]["value"])
 
-    def _stats_from_triples(self, *, exact: bool = False, listings: bool = True) -> dict[str, Any]:
+    def _stats_from_triples(self, *, exact: bool = False, listings: bool = True, count_triples: bool = True) -> dict[str, Any]:
         """:meth:`stats` read from every trace (``exact``: the cost as the exact decimal sum, not a float). Without
         ``listings``, the triples are those of the graphs named by their trace node (one join, the ledger's count),
         not also those of graphs holding a broken trace: finding those takes a scan of the store grouped by graph
-        (Virtuoso at 1M LM calls: 72 s, against 10 s for the rest)."""
+        (Virtuoso at 1M LM calls: 72 s, against 10 s for the rest). Without ``count_triples`` they are not counted (0)."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in STATS_FACTS)
@@ -920,7 +955,9 @@ class TraceStore(ABC):
                 counts[name] = None
         if counts["cost"] is not None and not exact:
             counts["cost"] = float(counts["cost"])
-        if listings:
+        if not count_triples:
+            triples = 0
+        elif listings:
             # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
             # none; a server's own graphs), so that no scan joins each triple with its graph.
             triples = self._count_triples(None)

@@ -6,7 +6,7 @@ their answer.
 
 Each write of a batch of traces adds one *entry*: a named graph ``urn:dspy-rdf:ledger:<random>`` holding the number
 of traces it covers (``ledger:entry_traces``) and one row per figure and key with the batch's sums (the usage of each
-model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool,
+model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool and of each tool with each arguments,
 those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
 added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets, and the
 counts ``stats`` shows: LM calls, tool calls, messages, usage, cost and triples).
@@ -36,20 +36,24 @@ from typing import Any
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, decimal_text, duration_bucket
 
-__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "Ledger", "entry_query", "reads_maxima", "stale_maxima"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
 
 LEDGER = v.LEDGER
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
 
-LEDGER_VERSION = 3
+LEDGER_VERSION = 4
 """The figures an entry holds (``ledger:version`` of each entry). A release that keeps more figures raises it: a ledger
 with an entry of another version is not current (the figures it lacks would read as none), so the queries read the
 triples until ``dspy-rdf migrate`` counts the store again."""
 
-UPGRADABLE_VERSIONS = frozenset({2})
-"""Earlier versions whose entries hold every figure of :data:`LEDGER_VERSION` but the ``stats`` counts, which
-``migrate`` reads from the triples in two queries instead of reading every trace back
-(:meth:`~dspy_rdf.store.base.TraceStore.upgrade_ledger`)."""
+UPGRADABLE_VERSIONS = frozenset({2, 3})
+"""Earlier versions whose entries hold every figure of :data:`LEDGER_VERSION` but those ``migrate`` reads from the
+triples in a few queries instead of reading every trace back (:meth:`~dspy_rdf.store.base.TraceStore.upgrade_ledger`):
+the ``argument`` figure (each tool's calls by arguments; neither version keeps it), and the counts ``stats`` shows
+(:data:`WITHOUT_STATS`)."""
+
+WITHOUT_STATS = frozenset({2})
+"""Earlier versions whose entries lack the ``stats`` figure."""
 
 STALE_COUNTS = f"{LEDGER}stale-counts"
 """An entry counting no trace and of no version (so the ledger is not current while it is stored), written before
@@ -74,6 +78,7 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "part_kind": (("part_type",), ("parts", "traces")),
     "finish_reason": (("finish_reason",), ("outputs", "traces", "truncated")),
     "tool": (("tool",), ("asked_calls", "parts", "executions", "unasked_executions", "failed_executions", "timed_executions")),
+    "argument": (("argument_tool", "arguments"), ("calls", "parts", "executions", "traces")),
     "latency": (("latency_tool", "range", "bucket"), ("executions",)),
     "latency_range": (("range_tool", "range"), ("executions",)),
     "conversation": (("conversation_messages", "conversation_lm_calls"), ("traces",)),
@@ -104,6 +109,59 @@ STATS_QUERY = (
 """The ``stats`` rows of the ledger summed by the version of the derived facts (read only while the ledger is
 current: no entry is replaced by a sum still being written)."""
 
+ARGUMENTS_QUERY = """PREFIX dspy: <https://w3id.org/lmodel/dspy/>
+PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+SELECT ?tool ?args ?calls ?parts ?executions ?traces
+WHERE {
+  {
+    SELECT ?tool (COALESCE(STR(?json), "{}") AS ?args) (SUM(?is_call) AS ?calls) (SUM(?call_parts) AS ?parts)
+           (SUM(?call_executions) AS ?executions) (COUNT(DISTINCT ?trace) AS ?traces)
+    WHERE {
+      {
+        SELECT ?tool ?json ?trace ?key (MAX(?counted) AS ?is_call) (SUM(?is_part) AS ?call_parts) (SUM(?is_execution) AS ?call_executions)
+        WHERE {
+          {
+            SELECT ?trace ?node (COUNT(?part_typed) AS ?is_part) (COUNT(?call_typed) AS ?is_execution) (COUNT(?asked) AS ?answering)
+                   (SAMPLE(?label) AS ?name) (SAMPLE(?j) AS ?json) (SAMPLE(?id) AS ?call_id)
+            WHERE {
+              {
+                GRAPH ?trace {
+                  { ?node a dspy:LMToolCallPart BIND(1 AS ?part_typed) } UNION { ?node a dspy:ToolCall BIND(1 AS ?call_typed) }
+                  UNION { ?node rdfs:label ?label } UNION { ?node dspy:args ?j } UNION { ?node dspy:call_id ?id }
+                }
+              } UNION {
+                { SELECT ?trace ?execution ?asked WHERE { GRAPH ?trace { ?execution dspy:answers ?asked } } }
+                { SELECT ?execution ?node WHERE { GRAPH ?trace { ?execution dspy:tool_call ?node } } }
+              }
+            }
+            GROUP BY ?trace ?node
+          }
+          FILTER(?is_part + ?is_execution > 0)
+          BIND(STR(?name) AS ?tool)
+          BIND(IF(?is_part > 0, COALESCE(?call_id, ?node), ?node) AS ?key)
+          BIND(IF(?is_part > 0 || ?answering = 0, 1, 0) AS ?counted)
+        }
+        GROUP BY ?tool ?json ?trace ?key
+      }
+    }
+    GROUP BY ?tool ?json
+  }
+}
+ORDER BY ?tool ?args"""
+"""The ``argument`` figure read from the triples (what ``migrate`` gives a ledger of an earlier version): the calls,
+parts, executions and traces of each tool with each arguments, as the scan version of the canned query
+``tool_argument_frequency`` counts them (without its limit, DSPy's own tools included), in a stable order for paging."""
+
+ARGUMENT_ROWS_KEPT = 5_000
+"""The most rows of the ``argument`` figure (one per tool and distinct arguments) an entry keeps. Arguments are often
+free text (a search query, a path), where a row per distinct arguments is a row per call: an entry that would hold
+more holds none and says so (``ledger:without_arguments``), and while any entry says so the query reads the triples
+(:data:`ARGUMENTS_DROPPED`). Reading the rows costs about 0.1 ms each on the embedded store: the bound keeps the
+query over them under about 0.5 s, and a fold's memory bounded."""
+
+ARGUMENTS_DROPPED = f"SELECT ?entry WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}without_arguments> ?dropped }} }} LIMIT 1"
+"""An entry that left out its ``argument`` rows (:data:`ARGUMENT_ROWS_KEPT`): the figure does not cover every trace."""
+
 ENTRY_VERSIONS = f"SELECT ?entry ?n ?version WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n OPTIONAL {{ ?entry <{LEDGER}version> ?version }} }} }}"
 """Each entry of the ledger with the traces it counts and its version (unbound: written before versions)."""
 
@@ -126,6 +184,11 @@ STALE_MAXIMUM = (
     f"{{ ?row <{LEDGER}removed_module_class> ?module ; <{LEDGER}removed_max_seconds> ?value ; <{LEDGER}removed_at_max> ?holders BIND(1 AS ?removed) }} }} }}"
 )
 """The rows of the ledger's maxima, kept and removed, for :func:`stale_maxima`."""
+
+
+def reads_arguments(sparql: str) -> bool:
+    """Whether a query reads the ledger's ``argument`` figure."""
+    return "ledger:argument_tool" in sparql or f"<{LEDGER}argument_tool>" in sparql
 
 
 def reads_maxima(sparql: str) -> bool:
@@ -172,6 +235,8 @@ class Ledger:
     def __init__(self) -> None:
         self.traces = 0
         self.rows: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
+        self.without_arguments = False
+        """Whether the traces counted include some whose ``argument`` rows were left out (:data:`ARGUMENT_ROWS_KEPT`)."""
 
     def _add(self, figure: str, key: tuple[Any, ...], values: Iterable[Any]) -> None:
         row = self.rows.get((figure, key))
@@ -198,6 +263,8 @@ class Ledger:
         for tool, calls in figures.tools.items():
             self._add("tool", (tool,), (sign * calls.asked_calls, sign * calls.parts, sign * calls.executions, sign * calls.unasked_executions,
                       sign * calls.failed_executions, sign * calls.timed_executions))  # fmt: skip
+        for (tool, args), (asked, carried, ran) in figures.arguments.items():
+            self._add("argument", (tool, args), (sign * asked, sign * carried, sign * ran, sign))
         for (tool, bucket), executions in figures.latencies.items():
             span = duration_bucket(bucket, 1)  # the one-digit range of buckets a percentile is looked for in first
             self._add("latency", (tool, span, bucket), (sign * executions,))
@@ -222,14 +289,36 @@ class Ledger:
             del self.rows[key]
         self.rows[("stats", (facts_version,))] = [Decimal(str(counts[name])) if name == "cost" else int(counts[name]) for name in STATS_COLUMNS]
 
+    def set_arguments(self, rows: Iterable[tuple[str, str, int, int, int, int]]) -> None:
+        """Make the ``argument`` figure these rows ``(tool, arguments, calls, parts, executions, traces)``
+        (:data:`ARGUMENTS_QUERY`), in place of any it holds."""
+        for key in [key for key in self.rows if key[0] == "argument"]:
+            del self.rows[key]
+        for tool, args, *values in rows:
+            self._add("argument", (tool, args), values)
+        self.without_arguments = False
+
+    def bounded(self) -> Ledger:
+        """This entry as it is written: without its ``argument`` rows, and saying so, where it holds more than
+        :data:`ARGUMENT_ROWS_KEPT` of them (or counts traces whose rows were left out before)."""
+        kept = sum(1 for (figure, _), values in self.rows.items() if figure == "argument" and any(values))
+        if not self.without_arguments and kept <= ARGUMENT_ROWS_KEPT:
+            return self
+        out = Ledger()
+        out.traces = self.traces
+        out.rows = {key: values for key, values in self.rows.items() if key[0] != "argument"}
+        out.without_arguments = True
+        return out
+
     def merge(self, other: Ledger) -> None:
         """Add the sums of another entry."""
         self.traces += other.traces
+        self.without_arguments = self.without_arguments or other.without_arguments
         for (figure, key), values in other.rows.items():
             self._add(figure, key, values)
 
     def __bool__(self) -> bool:
-        return self.traces != 0 or any(any(values) for values in self.rows.values())
+        return self.traces != 0 or self.without_arguments or any(any(values) for values in self.rows.values())
 
     def nquads(self, graph: str | None = None, *, quads: bool = True, replaces: Iterable[str] = ()) -> tuple[str, bytes]:
         """This entry as N-Quads in its own graph (a new name unless ``graph`` is given), or as the N-Triples of that
@@ -237,9 +326,12 @@ class Ledger:
         Rows are named IRIs, so that a request sent twice writes the same triples once."""
         graph = graph or f"{LEDGER}{uuid.uuid4().hex}"
         tail = f" <{graph}> .\n" if quads else " .\n"
-        lines = [f"<{graph}> <{LEDGER}entry_traces> {_literal(self.traces)}{tail}", f"<{graph}> <{LEDGER}version> {_literal(LEDGER_VERSION)}{tail}"]
-        lines += [f"<{graph}> <{LEDGER}replaces> <{entry}>{tail}" for entry in replaces]
-        for n, ((figure, key), values) in enumerate(sorted(self.rows.items(), key=lambda item: (item[0][0], tuple("" if k is None else str(k) for k in item[0][1])))):
+        entry = self.bounded()
+        lines = [f"<{graph}> <{LEDGER}entry_traces> {_literal(entry.traces)}{tail}", f"<{graph}> <{LEDGER}version> {_literal(LEDGER_VERSION)}{tail}"]
+        lines += [f"<{graph}> <{LEDGER}replaces> <{name}>{tail}" for name in replaces]
+        if entry.without_arguments:
+            lines.append(f"<{graph}> <{LEDGER}without_arguments> {_literal(1)}{tail}")
+        for n, ((figure, key), values) in enumerate(sorted(entry.rows.items(), key=lambda item: (item[0][0], tuple("" if k is None else str(k) for k in item[0][1])))):
             if not any(values) and figure not in _MAXIMA:
                 continue
             row = f"<{graph}/row/{n}>"
@@ -256,13 +348,14 @@ class Ledger:
         """This entry as entries whose sums add up to it (the first counts the traces), each of at most about
         ``max_bytes`` of N-Quads and ``max_triples`` triples (0: no bound), for a server that takes requests of a
         bounded size: a batch with many tools and duration buckets makes an entry larger than any of its traces."""
-        _, data = self.nquads()
+        whole = self.bounded()
+        _, data = whole.nquads()
         if (not max_bytes or len(data) <= max_bytes) and (not max_triples or data.count(b"\n") <= max_triples):
-            return [self]
+            return [whole]
         head = len(Ledger().nquads()[1])
         parts: list[Ledger] = []
         current, size, count = Ledger(), head, 2
-        for key, values in self.rows.items():
+        for key, values in whole.rows.items():
             one = Ledger()
             one.rows[key] = values
             row = one.nquads()[1]
@@ -273,7 +366,8 @@ class Ledger:
             current.rows[key] = values
             size, count = size + row_bytes, count + row_triples
         parts.append(current)
-        parts[0].traces = self.traces
+        parts[0].traces = whole.traces
+        parts[0].without_arguments = whole.without_arguments
         return parts
 
     @classmethod
@@ -286,6 +380,8 @@ class Ledger:
             if row["row"] == entry:
                 if row["p"] == f"{LEDGER}entry_traces":
                     ledger.traces += int(Decimal(row["o"]))
+                elif row["p"] == f"{LEDGER}without_arguments":
+                    ledger.without_arguments = True
                 continue
             nodes.setdefault(row["row"], {})[row["p"].removeprefix(LEDGER)] = row["o"]
         for node in nodes.values():

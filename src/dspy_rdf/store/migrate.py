@@ -11,7 +11,7 @@ release's key but written with the derived facts of an earlier version (:data:`~
 the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
 (``refreshed``). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
 Last, the store's ledger (:mod:`dspy_rdf.store.ledger`): one kept by an earlier release that covers every trace gains
-this release's figures from two queries over the triples (``ledger_upgraded``); one that does not cover every trace, or
+this release's figures from a few queries over the triples (``ledger_upgraded``); one that does not cover every trace, or
 has lost a maximum to removals, is built again by counting every trace (``ledger_traces``), so that the canned queries
 that add up every execution, and ``stats``, read it instead of the triples.
 """
@@ -50,7 +50,7 @@ class MigrationReport:
     """The traces counted into a new ledger by reading each back (``None``: the ledger was current, or was upgraded;
     with ``dry_run``, ``-1``: it is not current)."""
     ledger_upgraded: int | None = None
-    """The traces of an earlier release's ledger brought to this release's figures from two queries over the triples (``None``: none)."""
+    """The traces of an earlier release's ledger brought to this release's figures from a few queries over the triples (``None``: none)."""
 
     @property
     def examined(self) -> int:
