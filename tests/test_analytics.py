@@ -903,6 +903,37 @@ def test_an_entry_keeps_each_tools_calls_by_arguments_up_to_a_bound_and_then_non
     assert not any(figure == "argument" for p in parts for figure, _ in p.rows)
 
 
+def test_a_sum_of_entries_that_passes_the_bound_midway_is_not_marked_when_removals_bring_it_back(tmp_path, monkeypatch):
+    """Entries added up in any order (a removal read after the batch it takes out) may pass the bound of an entry
+    midway: the sum is marked only if it is past the bound at the end."""
+    import pyoxigraph as ox
+
+    from dspy_rdf.store import ledger as ledger_module
+    from dspy_rdf.store.ledger import Ledger
+
+    monkeypatch.setattr(ledger_module, "ARGUMENT_ROWS_KEPT", 2)
+
+    def entry(first: int, sign: int) -> Ledger:
+        ledger = Ledger()
+        ledger.traces = sign
+        for n in range(first, first + 2):
+            ledger.rows[("argument", ("search", f'{{"query":"q{n}"}}'))] = [sign, sign, 0, sign]
+        return ledger
+
+    with EmbeddedStore(tmp_path / "db") as store:
+        names = []
+        for ledger in (entry(0, 1), entry(2, 1), entry(2, -1)):  # two batches, then the second taken out again
+            graph, data = ledger.nquads()
+            store.oxigraph.load(data, ox.RdfFormat.N_QUADS)
+            names.append(graph)
+        total = store._sum_of(names)
+        assert not total.without_arguments and total.traces == 1
+        assert sorted(key for (figure, key), values in total.rows.items() if figure == "argument" and any(values)) == [
+            ("search", '{"query":"q0"}'), ("search", '{"query":"q1"}'),
+        ]
+        assert b"without_arguments" not in total.nquads()[1]
+
+
 def test_a_store_whose_ledger_left_out_arguments_reads_them_from_the_triples(traces, tmp_path, monkeypatch):
     """Where an entry left out its calls by arguments (more distinct arguments than it keeps), the arguments query
     reads the triples, with the rows it gives over them, through folds; every other query still reads the ledger."""

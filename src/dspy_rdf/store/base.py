@@ -37,6 +37,7 @@ from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.formats import RdfFormat, encode_trace_figures, parse_traces
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, stored_form
 from dspy_rdf.store.ledger import (
+    ARGUMENT_ROWS_HELD,
     ARGUMENT_ROWS_KEPT,
     ARGUMENTS_DROPPED,
     ARGUMENTS_QUERY,
@@ -595,12 +596,13 @@ class TraceStore(ABC):
         return self._sum_of([entry for entry in self.ledger_entries() if entry not in replaced])
 
     def _sum_of(self, entries: list[str]) -> Ledger:
-        """The sum of these entries of the ledger, read one at a time (its ``argument`` rows left out as soon as
-        they are more than an entry keeps, so that they do not all stay in memory)."""
+        """The sum of these entries of the ledger, read one at a time (its ``argument`` rows left out once they are
+        more than :data:`~dspy_rdf.store.ledger.ARGUMENT_ROWS_HELD`, so that free-text arguments do not all stay in
+        memory; writing the sum applies the smaller bound of an entry)."""
         total = Ledger()
         for entry in entries:
             total.merge(Ledger.from_rows(entry, self._entry_rows(entry)))
-            total = total.bounded()
+            total = total.bounded(ARGUMENT_ROWS_HELD)
         return total
 
     def _entry_rows(self, entry: str) -> list[dict[str, str]]:
@@ -665,9 +667,11 @@ class TraceStore(ABC):
         # a trace without this release's derived facts lacks what queries over the ledger look up (its duration
         # buckets): not counted, so that the ledger is not current while the store holds one
         outdated = set(self.traces_with_outdated_facts())
-        for iri in self.trace_iris():
+        for n, iri in enumerate(self.trace_iris(), 1):
             for figures in self._stored_figures(iri) if iri not in outdated else ():  # nor a graph this release cannot read
                 ledger.add(figures)
+            if n % 1_000 == 0:
+                ledger = ledger.bounded()  # only adding: rows past the bound now are past it at the end
             if progress is not None:
                 progress(1)
         self._replace_ledger(old, ledger)
@@ -713,7 +717,7 @@ class TraceStore(ABC):
             found, _ = self._select_page(f"{ARGUMENTS_QUERY} LIMIT {page} OFFSET {len(rows)}")
             rows += found
             if not found or self.page_rows is None:
-                break
+                break  # a server is asked until a page comes back empty: one may cut an answer without saying so
 
         def count(row: dict[str, Any], name: str) -> int:
             return int(term_value(row[name]))
@@ -931,7 +935,7 @@ class TraceStore(ABC):
         """:meth:`stats` read from every trace (``exact``: the cost as the exact decimal sum, not a float). Without
         ``listings``, the triples are those of the graphs named by their trace node (one join, the ledger's count),
         not also those of graphs holding a broken trace: finding those takes a scan of the store grouped by graph
-        (Virtuoso at 1M LM calls: 72 s, against 10 s for the rest). Without ``count_triples`` they are not counted (0)."""
+        (Virtuoso at 1M LM calls: 72 s, against 10 s for the rest). Without ``count_triples`` they are not counted (None)."""
         d = v.DSPY
         # One scan per derived fact (a UNION) rather than a join per trace: see the notes of the canned queries.
         sums = " ".join(f"(SUM(COALESCE(?{name}_v, 0)) AS ?{name})" for name in STATS_FACTS)
@@ -955,8 +959,9 @@ class TraceStore(ABC):
                 counts[name] = None
         if counts["cost"] is not None and not exact:
             counts["cost"] = float(counts["cost"])
+        triples: int | None
         if not count_triples:
-            triples = 0
+            triples = None
         elif listings:
             # Triples of the trace graphs: those of every graph, less those of the graphs that hold no trace (usually
             # none; a server's own graphs), so that no scan joins each triple with its graph.

@@ -36,7 +36,7 @@ from typing import Any
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, decimal_text, duration_bucket
 
-__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENT_ROWS_HELD", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
 
 LEDGER = v.LEDGER
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
@@ -153,11 +153,18 @@ parts, executions and traces of each tool with each arguments, as the scan versi
 ``tool_argument_frequency`` counts them (without its limit, DSPy's own tools included), in a stable order for paging."""
 
 ARGUMENT_ROWS_KEPT = 5_000
-"""The most rows of the ``argument`` figure (one per tool and distinct arguments) an entry keeps. Arguments are often
-free text (a search query, a path), where a row per distinct arguments is a row per call: an entry that would hold
-more holds none and says so (``ledger:without_arguments``), and while any entry says so the query reads the triples
-(:data:`ARGUMENTS_DROPPED`). Reading the rows costs about 0.1 ms each on the embedded store: the bound keeps the
-query over them under about 0.5 s, and a fold's memory bounded."""
+"""The most rows of the ``argument`` figure (one per tool and distinct arguments) an entry keeps, and so, once the
+entries are folded into one, the store. Arguments are often free text (a search query, a path), where a row per
+distinct arguments is a row per call: an entry that would hold more holds none and says so
+(``ledger:without_arguments``), and while any entry says so the query reads the triples (:data:`ARGUMENTS_DROPPED`).
+A fold keeps the mark (the traces it counts include some whose rows were left out), so the query reads the triples
+from then on, as it did before the ledger kept arguments; only a ledger counted again from every trace (``migrate``
+of a ledger that is not current) loses it, where the store then holds few enough distinct arguments. Reading the rows costs about 0.1 ms each on the embedded store: the bound keeps the query over them
+under about 0.5 s, and a fold's memory bounded."""
+
+ARGUMENT_ROWS_HELD = 4 * ARGUMENT_ROWS_KEPT
+"""The most rows of the ``argument`` figure a sum of entries holds in memory while it is added up: past that, it
+leaves them out (a sum whose entries include removals can shrink again, so it keeps more than it would write)."""
 
 ARGUMENTS_DROPPED = f"SELECT ?entry WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}without_arguments> ?dropped }} }} LIMIT 1"
 """An entry that left out its ``argument`` rows (:data:`ARGUMENT_ROWS_KEPT`): the figure does not cover every trace."""
@@ -298,11 +305,12 @@ class Ledger:
             self._add("argument", (tool, args), values)
         self.without_arguments = False
 
-    def bounded(self) -> Ledger:
+    def bounded(self, most: int | None = None) -> Ledger:
         """This entry as it is written: without its ``argument`` rows, and saying so, where it holds more than
-        :data:`ARGUMENT_ROWS_KEPT` of them (or counts traces whose rows were left out before)."""
+        ``most`` of them (:data:`ARGUMENT_ROWS_KEPT` unless given), or counts traces whose rows were left out before."""
+        limit = ARGUMENT_ROWS_KEPT if most is None else most
         kept = sum(1 for (figure, _), values in self.rows.items() if figure == "argument" and any(values))
-        if not self.without_arguments and kept <= ARGUMENT_ROWS_KEPT:
+        if not self.without_arguments and kept <= limit:
             return self
         out = Ledger()
         out.traces = self.traces
