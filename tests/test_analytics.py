@@ -872,7 +872,7 @@ def test_an_entry_keeps_each_tools_calls_by_arguments_up_to_a_bound_and_then_non
     so; the mark survives a merge, a read back and a split, and no other figure is left out."""
     import pyoxigraph as ox
 
-    from dspy_rdf.store.ledger import ARGUMENT_ROWS_KEPT, LEDGER, Ledger
+    from dspy_rdf.store.ledger import ARGUMENT_ROWS_KEPT, ARGUMENT_TEXT_KEPT, LEDGER, Ledger
 
     def entry(pairs: int) -> Ledger:
         ledger = Ledger()
@@ -898,6 +898,13 @@ def test_an_entry_keeps_each_tools_calls_by_arguments_up_to_a_bound_and_then_non
     merged = entry(1)
     merged.merge(dropped)
     assert merged.without_arguments and read_back(merged).without_arguments  # a fold of the two keeps the mark
+    long = Ledger()
+    long.traces = 1
+    for n in range(2):  # two rows, of more argument text together than an entry keeps
+        long.rows[("argument", ("write_file", '{"text":"' + str(n) * (ARGUMENT_TEXT_KEPT // 2) + '"}'))] = [1, 1, 0, 1]
+    assert read_back(long).without_arguments and not read_back(long).rows
+    del long.rows[("argument", ("write_file", '{"text":"' + "1" * (ARGUMENT_TEXT_KEPT // 2) + '"}'))]
+    assert not read_back(long).without_arguments and len(read_back(long).rows) == 1
     parts = entry(ARGUMENT_ROWS_KEPT + 1).split(max_triples=50)
     assert parts[0].without_arguments and parts[0].traces == 1 and not any(p.without_arguments for p in parts[1:])
     assert not any(figure == "argument" for p in parts for figure, _ in p.rows)

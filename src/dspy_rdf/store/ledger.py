@@ -36,7 +36,7 @@ from typing import Any
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, decimal_text, duration_bucket
 
-__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENT_ROWS_HELD", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENT_TEXT_KEPT", "ARGUMENT_ROWS_HELD", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
 
 LEDGER = v.LEDGER
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
@@ -161,6 +161,10 @@ A fold keeps the mark (the traces it counts include some whose rows were left ou
 from then on, as it did before the ledger kept arguments; only a ledger counted again from every trace (``migrate``
 of a ledger that is not current) loses it, where the store then holds few enough distinct arguments. Reading the rows costs about 0.1 ms each on the embedded store: the bound keeps the query over them
 under about 0.5 s, and a fold's memory bounded."""
+
+ARGUMENT_TEXT_KEPT = 1_000_000
+"""The most characters of argument text the rows of an entry's ``argument`` figure hold, all rows together: a few
+thousand rows of long arguments (a document, a program) are left out as many short ones are."""
 
 ARGUMENT_ROWS_HELD = 4 * ARGUMENT_ROWS_KEPT
 """The most rows of the ``argument`` figure a sum of entries holds in memory while it is added up: past that, it
@@ -307,10 +311,12 @@ class Ledger:
 
     def bounded(self, most: int | None = None) -> Ledger:
         """This entry as it is written: without its ``argument`` rows, and saying so, where it holds more than
-        ``most`` of them (:data:`ARGUMENT_ROWS_KEPT` unless given), or counts traces whose rows were left out before."""
+        ``most`` of them (:data:`ARGUMENT_ROWS_KEPT` unless given) or more argument text than
+        :data:`ARGUMENT_TEXT_KEPT` (in the same proportion), or counts traces whose rows were left out before."""
         limit = ARGUMENT_ROWS_KEPT if most is None else most
-        kept = sum(1 for (figure, _), values in self.rows.items() if figure == "argument" and any(values))
-        if not self.without_arguments and kept <= limit:
+        kept = [key for (figure, key), values in self.rows.items() if figure == "argument" and any(values)]
+        text = sum(len(args) for _, args in kept)
+        if not self.without_arguments and len(kept) <= limit and text <= ARGUMENT_TEXT_KEPT * limit // ARGUMENT_ROWS_KEPT:
             return self
         out = Ledger()
         out.traces = self.traces
