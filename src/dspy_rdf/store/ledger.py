@@ -6,8 +6,8 @@ their answer.
 
 Each write of a batch of traces adds one *entry*: a named graph ``urn:dspy-rdf:ledger:<random>`` holding the number
 of traces it covers (``ledger:entry_traces``) and one row per figure and key with the batch's sums (the usage of each
-model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool and of each tool with each arguments,
-those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
+model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool and
+of each tool with each arguments, those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
 added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets, and the
 counts ``stats`` shows: LM calls, tool calls, messages, usage, cost and triples).
 Removing a trace adds an entry with its figures negated. An entry is written with its batch (in the same load on the
@@ -159,8 +159,9 @@ distinct arguments is a row per call: an entry that would hold more holds none a
 (``ledger:without_arguments``), and while any entry says so the query reads the triples (:data:`ARGUMENTS_DROPPED`).
 A fold keeps the mark (the traces it counts include some whose rows were left out), so the query reads the triples
 from then on, as it did before the ledger kept arguments; only a ledger counted again from every trace (``migrate``
-of a ledger that is not current) loses it, where the store then holds few enough distinct arguments. Reading the rows costs about 0.1 ms each on the embedded store: the bound keeps the query over them
-under about 0.5 s, and a fold's memory bounded."""
+of a ledger that is not current) loses it, where the store then holds few enough distinct arguments. Reading the
+rows costs about 0.1 ms each on the embedded store: the bound keeps the query over them under about 0.5 s, and a
+fold's memory bounded."""
 
 ARGUMENT_TEXT_KEPT = 1_000_000
 """The most characters of argument text the rows of an entry's ``argument`` figure hold, all rows together: a few
