@@ -633,6 +633,61 @@ def test_a_worker_process_killed_midstream_loses_nothing(tmp_path):
             assert rows(remote) == rows(file)
 
 
+def _copies(path: Path, copies: int) -> dict:
+    """One export request of ``copies`` copies of an OTLP JSON file's spans, each copy with fresh trace and span ids."""
+    import uuid
+
+    text = path.read_text()
+    ids = sorted({s[key] for rs in json.loads(text)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
+                  for key in ("traceId", "spanId", "parentSpanId") if s.get(key)})  # fmt: skip
+    spans: list = []
+    for copy in range(copies):
+        again = text
+        for old in ids:
+            again = again.replace(old, uuid.uuid5(uuid.NAMESPACE_OID, f"{old}/{copy}").hex[: len(old)])
+        spans += json.loads(again)["resourceSpans"]
+    return {"resourceSpans": spans}
+
+
+@pytest.mark.parametrize("commit_triples", [None, 2_000])
+def test_traces_built_together_are_committed_as_one_batch_of_the_store_up_to_its_size(commit_triples, tmp_path, monkeypatch):
+    """A commit is one batch of the store's put (in the embedded store one bulk load, one ledger entry), not the
+    ramp of a long export, and it waits for the batches the workers are still building, up to a commit's size:
+    each commit split or cut short added files for RocksDB to compact (bench/bench_serve.py)."""
+    from dspy_rdf.service import builder
+
+    monkeypatch.setattr(builder, "_TRACES_PER_BATCH", 4)  # 8 batches of the 30 traces, built by two workers
+    if commit_triples is not None:
+        monkeypatch.setattr(builder, "_COMMIT_TRIPLES", commit_triples)
+    body = json.dumps(_copies(CROSS / "openinference.json", 10)).encode()
+    with EmbeddedStore(tmp_path / "store") as store:
+        server = TraceServer(store, ServeOptions(spool=tmp_path / "spool", port=0, grace=0.2, workers=2))
+        server.start()
+        try:
+            assert post(server.url, body).status_code == 200
+            status = settled(server, 30)
+            assert status["traces"]["written"] == 30 and status["traces"]["failed"] == 0, status
+            entries = store.ledger_entries()
+            triples = store.stats()["triples"]
+        finally:
+            server.stop()
+    assert triples > 6_000
+    if commit_triples is None:
+        assert len(entries) == 1  # the 30 traces, gathered at once, in one commit
+    else:
+        # commits of at least 2,000 triples but the last: more than one, fewer than the batches
+        assert 2 <= len(entries) <= triples // commit_triples + 1 < 8, entries
+
+
+def test_a_put_given_its_first_batch_size_writes_the_traces_as_one_batch(tmp_path):
+    traces = [item.trace for item in read_traces(CROSS / "openinference.json")]
+    with EmbeddedStore(tmp_path / "ramp") as ramp, EmbeddedStore(tmp_path / "whole") as whole:
+        ramp.put(traces, batch_triples=400, first_batch_triples=100)
+        whole.put(traces, batch_triples=100_000, first_batch_triples=100_000)
+        assert len(ramp.ledger_entries()) > 1 and len(whole.ledger_entries()) == 1
+        assert quads(ramp) != [] and rows(ramp) == rows(whole)
+
+
 def test_a_span_pickled_for_a_worker_process_comes_back_equal_in_every_field():
     samples = {
         "trace_id": "ab" * 16, "span_id": "cd" * 8, "parent_id": "ef" * 8, "name": "Predict.forward", "start_ns": 1, "end_ns": 2,

@@ -9,8 +9,10 @@ Making the traces of the spans gathered, redacting and encoding them (nearly all
 processes, which get the spans (they pickle small) and give back N-Quads, so that the other cores do it while this
 process reads requests, gathers spans and commits (``bench/bench_serve.py`` measures it against ``export`` of the same
 spans from a file; the store's commits, here as there, are what limits). Batches are small, so that every worker has
-some and the last commit is short; a commit takes the batches built by then, so that commits grow when the store is
-slower than the workers. Traces are committed in the order they were gathered.
+some and the last commit is short; a commit takes the batches that follow, waiting for those being built, up to about
+as many triples as a batch of ``export`` holds, and stores them as one batch of the store (in the embedded store one
+bulk load: RocksDB compacts the files of each, and smaller or split commits made it compact twice what ``export``
+does). Traces are committed in the order they were gathered.
 After each commit, the spool's checkpoint moves to the first record of the traces not yet in the store (gathering, or
 built and not committed), so a restart reads again exactly what is not stored. A store that fails (a server down, a
 full disk) is retried with the same traces; the spool holds everything meanwhile.
@@ -41,8 +43,9 @@ _TICK = 0.2  # seconds between looks for traces whose spans stopped coming
 _RETRY = 1.0  # seconds before a put the store failed is tried again
 _IN_FLIGHT = 16  # batches of gathered traces being built or waiting for the store, at most
 _RECORDS_PER_BATCH = 256  # spooled exports taken in at once
+_COMMIT_TRIPLES = 100_000  # a commit takes batches up to this many triples (as export), waiting for any being built
 _TRACES_PER_BATCH = 64  # traces built by a worker at once: small enough that every worker has some, and the last
-# commit is short; the committer puts together the batches built by the time it commits
+# commit is short
 
 
 def _worker_start() -> None:
@@ -82,6 +85,10 @@ def _built(gathered: list[GatheredTrace], base: str) -> list[Built]:
             else:
                 out.append(f"{where}a trace was not stored: {encoded[1]}")
     return out
+
+
+def _triples(built: list[Built]) -> int:
+    return sum(item.triples for item in built if isinstance(item, EncodedTrace))
 
 
 @dataclass
@@ -284,8 +291,9 @@ class TraceBuilder:
             self._batches.append(_Batch(batch, building, first))
 
     def _commit_batches(self) -> None:
-        """The committer thread: store the batches in the order gathered, each once it is built; the batches built
-        by then go together (one store transaction: fewer, larger commits keep up with a fast sender)."""
+        """The committer thread: store the batches in the order gathered, each once it is built, those that follow
+        with it up to :data:`_COMMIT_TRIPLES` (one batch of the store: fewer, larger commits keep up with a fast sender
+        and leave RocksDB less to compact)."""
         while True:
             with self._batch_ready:
                 self._batch_ready.wait_for(lambda: bool(self._batches) or self._done_building)
@@ -295,10 +303,12 @@ class TraceBuilder:
             taken = [(head, self._built_of(head))]
             with self._batch_ready:
                 following = list(self._batches)[1:]
-            for batch in following:  # the next batches built already
-                if batch.building is None or not batch.building.done():
+            triples = _triples(taken[0][1])
+            for batch in following:  # the next batches, up to a commit's size, waiting for those being built
+                if triples >= _COMMIT_TRIPLES:
                     break
                 taken.append((batch, self._built_of(batch)))
+                triples += _triples(taken[-1][1])
             encoded: list[EncodedTrace] = []
             spans_in: dict[str, tuple[int, int]] = {}  # input trace id -> the first and last spool records of its spans
             for batch, builts in taken:
@@ -354,7 +364,9 @@ class TraceBuilder:
         """Put encoded traces, trying again while the store fails; False when asked to stop before it took them."""
         while True:
             try:
-                report = self.store.put(encoded, base=self.base)
+                # one batch, as gathered (the ramp of put's batches, meant for a long export, split each commit)
+                size = sum(item.triples for item in encoded)
+                report = self.store.put(encoded, base=self.base, batch_triples=size, first_batch_triples=size)
             except OSError as exc:  # the store (disk, server): the spool holds the spans, so try again
                 self.counts.store_errors += 1
                 self._error(f"the store failed, retrying in {_RETRY:g} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")

@@ -355,6 +355,7 @@ class TraceStore(ABC):
         base: str = DEFAULT_BASE,
         bulk: bool = False,
         batch_triples: int = 100_000,
+        first_batch_triples: int = _FIRST_BATCH_TRIPLES,
         progress: Callable[[int], None] | None = None,
         redactor: Redactor | None = DEFAULT_REDACTOR,
         origin: Callable[[], tuple[str, int | None]] | None = None,
@@ -363,7 +364,8 @@ class TraceStore(ABC):
         """Write traces, each into the named graph of its IRI, in batches of whole traces; leave the traces already
         stored as they are (see the module docstring).
 
-        Batches start small (the first traces are committed soon) and double up to ``batch_triples``. ``progress``
+        Batches start at ``first_batch_triples`` (small: the first traces are committed soon) and double up to
+        ``batch_triples``; a caller whose items are one batch already gives both its size. ``progress``
         is called with the number of traces of each batch once it is stored. Secrets are redacted first by
         ``redactor`` (:mod:`dspy_rdf.canonical.redact`; ``None`` keeps everything). Traces that cannot be written are listed
         in :attr:`PutReport.failed`, by the file and line ``origin`` gives (called as each trace is taken, it names
@@ -438,7 +440,7 @@ class TraceStore(ABC):
             batches.put(None)  # for the next writer
 
         pending: list[EncodedTrace] = []
-        size, number, limit = 0, 0, min(_FIRST_BATCH_TRIPLES, batch_triples)
+        size, number, limit = 0, 0, max(1, min(first_batch_triples, batch_triples))
 
         def located(exc: TraceInputError, where: tuple[str, int | None] | None) -> str:
             return str(exc.located(source=where[0], line=where[1]) if where is not None and exc.source == "<input>" else exc)
