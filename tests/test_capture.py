@@ -7,7 +7,7 @@ from datetime import datetime
 
 import dspy
 import pytest
-from conftest import dspy33_types
+from conftest import dspy33_types, examples
 from dspy.utils import DummyLM
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, validate_traces
@@ -429,7 +429,7 @@ def _same(fast, reference) -> bool:
     return dump(fast) == dump(reference)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_VALUES)
 def test_json_data_gives_what_the_plain_walk_gives(value):
     fast_losses: list = []
@@ -440,7 +440,7 @@ def test_json_data_gives_what_the_plain_walk_gives(value):
     assert [x["field"] for x in fast_losses] == [x["field"] for x in reference_losses]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_VALUES)
 def test_summaries_give_what_the_plain_walk_gives(value):
     fast_losses: list = []

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,7 +51,7 @@ def _results(path: Path, engine: Engine) -> set[tuple[str, str | None, str]]:
 
 
 @pytest.mark.parametrize("datatype", sorted(GRAMMAR))
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(form=lexical_forms)
 def test_both_engines_read_a_literal_as_xsd_does(written, datatype, form):
     slot = SLOT[datatype]
@@ -189,7 +189,7 @@ def _with_times(written: str, start: str, end: str) -> str:
     return "".join(lines)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=date_time_forms(), end=date_time_forms())
 def test_both_engines_read_and_order_date_times_as_xsd_does(run_written, start, end):
     """Start and end times of a call around XSD's edges (nanoseconds, years past 9999 or before 1, a zone on one side
@@ -229,7 +229,7 @@ def test_a_call_ending_before_it_starts_is_found_by_xsd_order(run_written, tmp_p
     assert any(path_ == "dspy:ended_at" for _, path_, _ in fast) == violation, fast
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(form=date_time_forms().map(lambda form: form.split("T", 1)[0] + (form[-1] if form.endswith("Z") else "")))
 def test_both_engines_read_a_date_as_xsd_does(written, form):
     pattern = re.compile(rf'(<https://w3id.org/lmodel/dspy/summary_day> )"[^"]*"(\^\^<{re.escape(XSD + "date")}>)')
@@ -253,7 +253,7 @@ _close_forms = st.builds(
 makes XSD's order indeterminate."""
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(first=st.one_of(date_time_forms(), _close_forms), second=st.one_of(date_time_forms(), _close_forms))
 def test_the_pyshacl_engines_date_time_order_is_the_stores(first, second):
     """The exact values and XSD order given to rdflib compare two dateTimes as Oxigraph's SPARQL does (<, >, =; an

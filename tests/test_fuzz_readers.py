@@ -14,14 +14,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import tempfile
 import tracemalloc
 from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +30,6 @@ from dspy_rdf.inputs import read_traces
 from dspy_rdf.sources.tracejson import trace_from_json
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "dspy.yaml"
-_FACTOR = float(os.environ.get("DSPY_RDF_HYPOTHESIS_FACTOR", "1"))
 
 REACT_V2_HISTORY = {"messages": [
     {"question": "2 + 3?", "next_thought": "add", "tool_calls": {
@@ -141,7 +139,7 @@ def broken_line(reader: str, path: tuple, replacement: object) -> str:
 def test_a_value_broken_from_the_schema_costs_its_own_trace_only(reader):
     good_iris = {trace_iri(trace_from_json(g)) for g in GOOD}
 
-    @settings(max_examples=max(1, round(25 * _FACTOR)), deadline=None, derandomize=True, database=None,
+    @settings(max_examples=examples(25), deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
     @given(data=st.data())
     def check(data):
@@ -210,7 +208,7 @@ def test_a_graph_broken_from_the_schema_costs_its_own_trace_only():
     good_graphs = {first[0].rsplit(" ", 2)[-2], last[0].rsplit(" ", 2)[-2]}
     dspy_lines = [i for i, line in enumerate(middle) if line.split(" ", 2)[1].startswith(f"<{DSPY}")]
 
-    @settings(max_examples=max(1, round(40 * _FACTOR)), deadline=None, derandomize=True, database=None,
+    @settings(max_examples=examples(40), deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
     @given(data=st.data())
     def check(data):

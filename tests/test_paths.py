@@ -306,6 +306,7 @@ def test_a_run_is_named_by_its_execution_and_other_traces_by_their_content():
 
 def test_times_are_kept_in_the_form_every_store_gives_back(tmp_path):
     """A store rewrites an xsd:dateTime in its canonical form: a trace keeps that form from the start."""
+    from conftest import examples
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -314,7 +315,7 @@ def test_times_are_kept_in_the_form_every_store_gives_back(tmp_path):
     store = ox.Store()
     dt = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(
         st.datetimes(min_value=__import__("datetime").datetime(1970, 1, 2), max_value=__import__("datetime").datetime(9998, 12, 30)),
         st.sampled_from(["", "Z", "+00:00", "-00:00", "+02:00", "-05:30", "+14:00"]),

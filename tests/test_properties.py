@@ -18,7 +18,8 @@ Two library bugs they found (JSON-LD rewrote timestamps; negative token counts w
 fixed; their minimal inputs stay attached with ``@example`` (``JSONLD_TIMESTAMP_BUG``, ``NEGATIVE_TOKENS_BUG``).
 
 The examples are derandomized so CI is stable; set ``DSPY_RDF_HYPOTHESIS_RANDOM=1`` to explore new ones and
-``DSPY_RDF_HYPOTHESIS_FACTOR=10`` to run ten times as many.
+``DSPY_RDF_HYPOTHESIS_FACTOR=10`` to run ten times as many (the default run, without ``--slow``, tries 0.4 of them:
+``conftest.examples``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
@@ -57,12 +59,11 @@ from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.sources.dspy33 import ENTRY_DERIVED, ENTRY_FIELDS
 
 _RANDOM = os.environ.get("DSPY_RDF_HYPOTHESIS_RANDOM") == "1"
-_FACTOR = float(os.environ.get("DSPY_RDF_HYPOTHESIS_FACTOR", "1"))
 
 
 def _settings(max_examples: int) -> settings:
     return settings(
-        max_examples=max(1, round(max_examples * _FACTOR)),
+        max_examples=examples(max_examples),
         deadline=None,
         derandomize=not _RANDOM,
         database=None if not _RANDOM else settings.default.database,

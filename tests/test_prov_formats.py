@@ -19,7 +19,7 @@ import prov
 import prov.model as pm
 import pyoxigraph as ox
 import pytest
-from conftest import DATA
+from conftest import DATA, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lms import ScriptedLM
@@ -254,7 +254,7 @@ def test_without_xml_names_the_prov_package_writes_identifiers_the_schema_refuse
     assert "QName" in str(prov_xsd.error_log.last_error)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(st.sampled_from("azAZ09xX_-./:#?=&~@!$'()*+,;[]é🙂"), min_size=1, max_size=24))  # what PROV-N can write
 def test_xml_names_are_xml_names_and_give_back_the_local_part(local):
     document = pm.ProvDocument()

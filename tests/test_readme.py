@@ -1,6 +1,7 @@
 """Every example of the README works as written: each ``bash`` line and each ``python`` block is run, in order, in one
-working directory holding the files the examples name, as a user would run them there. The opening install-and-demo
-command runs on a fresh clone (slow); the full test command is what ``.ci/run`` runs."""
+working directory holding the files the examples name, as a user would run them there (with ``--slow``: about forty
+commands, each a process of its own). The opening install-and-demo command runs on a fresh clone (slow too); the full
+test command is what ``.ci/run`` runs."""
 
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ def run_here(command: str | list[str], cwd: Path) -> subprocess.CompletedProcess
     return subprocess.run(command, shell=shell, executable="/bin/bash" if shell else None, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_every_readme_example_works_as_written(workdir, oxigraph_server):
     """The commands and Python blocks in README order (later ones use the stores and files earlier ones made)."""
     steps: list[tuple[int, str, str]] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dspy
 import pytest
-from conftest import DATA, dspy33_types, load
+from conftest import DATA, dspy33_types, examples, load
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -496,7 +496,7 @@ def test_the_command_line_shows_a_bad_rdf_file_s_error_without_the_key_it_quotes
 _KEY_TEXT = st.text(alphabet=st.sampled_from(list("ab_Z9é =:'\"\\{},x")), max_size=120)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.lists(_KEY_TEXT, max_size=4), st.sampled_from(["", "\\", "\\\\\\", "'", "\"", "=", "é"]))
 def test_the_pre_check_finds_every_key_the_key_pattern_matches_anywhere(pieces, joint):
     """The pre-check reads keys in text from the end of each form; it must find every key that TEXT_KEY matches

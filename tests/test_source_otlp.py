@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 import pytest
-from conftest import DATA
+from conftest import DATA, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_source_mlflow import LM, calls_of
@@ -360,7 +360,7 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(changes=st.lists(st.tuples(st.integers(0, 31), st.sampled_from(KEYS), JSON, st.booleans()), min_size=1, max_size=4))
 def test_any_attribute_value_gives_a_trace_or_an_error_naming_its_field(changes):
     value = json.loads(OPENINFERENCE_TEXT)

@@ -31,6 +31,7 @@ import httpx
 import pyoxigraph as ox
 import pytest
 import rdflib
+from conftest import computed_once
 
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
 from dspy_rdf.cli.main import main
@@ -87,14 +88,19 @@ def _keys(violations) -> dict[str | None, set[Key]]:
 
 
 @pytest.fixture(scope="module")
-def reference(corpus) -> dict[str, set[Key]]:
-    """pySHACL on each case's trace alone."""
-    shapes = load_shapes()
-    out = {}
-    for case in corpus:
-        triples = [(q.subject, q.predicate, q.object) for q in ox.parse(case.nquads, ox.RdfFormat.N_QUADS)]
-        out[case.trace] = {x.key() for x in validate_graph_pyshacl(triples, trace=case.trace, shapes=shapes)}
-    return out
+def reference(corpus, tmp_path_factory, worker_id) -> dict[str, set[Key]]:
+    """pySHACL on each case's trace alone (once per run: the workers of -n share it)."""
+
+    def verdicts() -> dict[str, list[list]]:
+        shapes = load_shapes()
+        out = {}
+        for case in corpus:
+            triples = [(q.subject, q.predicate, q.object) for q in ox.parse(case.nquads, ox.RdfFormat.N_QUADS)]
+            out[case.trace] = [list(x.key()) for x in validate_graph_pyshacl(triples, trace=case.trace, shapes=shapes)]
+        return out
+
+    shared = computed_once(tmp_path_factory, worker_id, f"validation-reference-{len(corpus)}-cases", verdicts)
+    return {trace: {tuple(key) for key in keys} for trace, keys in shared.items()}
 
 
 def _expected(corpus, reference) -> dict[str | None, set[Key]]:
@@ -288,12 +294,14 @@ def _single_case_sample(corpus) -> list[cases.Case]:
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_cli_on_files_of_one_case_each(fmt, corpus, reference, tmp_path, capsys):
+def test_cli_on_files_of_one_case_each(fmt, corpus, reference, tmp_path, capsys, request):
     suffix, write = FORMATS[fmt]
+    # the fast engine against the reference verdicts; pySHACL too with --slow (a pySHACL run per case and format)
+    engines = BOTH_ENGINES if request.config.getoption("--slow") else [Engine.FAST]
     for case in _single_case_sample(corpus):
         path = tmp_path / f"one{suffix}"
         path.write_bytes(write(list(ox.parse(case.nquads, ox.RdfFormat.N_QUADS))))
-        for engine in BOTH_ENGINES:
+        for engine in engines:
             code, doc = _cli_json(capsys, [str(path), "--engine", engine])
             _assert_same(_json_keys(doc), [case], reference, f"{case.name} as {fmt} --engine {engine}")
             assert doc["traces_validated"] == 1
