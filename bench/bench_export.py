@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--outputs", nargs="+", choices=OUTPUTS, default=list(OUTPUTS))
     parser.add_argument("--jsonld-max", type=int, default=10_000, help="largest size exported to JSON-LD (LM calls)")
     parser.add_argument("--workdir", type=Path, default=None, help="where workload files go (default: a temp dir)")
+    parser.add_argument("--distinct-arguments", action="store_true", help="each trace's tool arguments its own (free text)")
     args = parser.parse_args()
     cleanup = args.workdir is None
     args.workdir = Path(tempfile.mkdtemp(prefix="bench-export-")) if cleanup else args.workdir
@@ -85,7 +86,7 @@ def main() -> None:
     results: dict[int, dict] = {}
     try:
         for size in sorted(args.lm_calls):
-            path, n_traces, n_calls = workload(size, args.workdir)
+            path, n_traces, n_calls = workload(size, args.workdir, distinct_arguments=args.distinct_arguments)
             print(f"\n# {n_calls:,} LM calls, {n_traces:,} traces, {path.stat().st_size / 1e6:.0f} MB of JSONL", flush=True)
             figures: dict[str, tuple[list[float], list[float]]] = {}
 

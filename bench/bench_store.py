@@ -168,9 +168,16 @@ def vary(trace, rng: random.Random):
     return dataclasses.replace(trace, entries=entries, source_index=None)
 
 
-def workload(lm_calls: int, workdir: Path) -> tuple[Path, int, int]:
-    """The JSONL file of distinct traces holding at least ``lm_calls`` LM calls (cached); its trace and LM call counts."""
-    path = workdir / f"traces_{lm_calls}_v{GENERATOR_VERSION}.jsonl"
+DISTINCT_ARGUMENTS = (("Paris", "Paris#{n}"), ("topic ", "topic {n}-"), ("+2", "+2+{n}"), ('"k0"', '"k0#{n}"'), ('"k1"', '"k1#{n}"'), ('"k2"', '"k2#{n}"'))
+"""What ``distinct_arguments`` replaces in each line of the workload: every tool argument its templates hold (the city,
+the search topic, the sum, the wiki key), with ``{n}`` the line's number."""
+
+
+def workload(lm_calls: int, workdir: Path, *, distinct_arguments: bool = False) -> tuple[Path, int, int]:
+    """The JSONL file of distinct traces holding at least ``lm_calls`` LM calls (cached); its trace and LM call counts.
+    ``distinct_arguments``: each trace's tool arguments are its own (its line number put into each value), as free
+    text an agent writes would be, rather than one of the templates' few."""
+    path = workdir / f"traces_{lm_calls}_v{GENERATOR_VERSION}{'_distinct' if distinct_arguments else ''}.jsonl"
     meta = path.with_suffix(".meta.json")
     if path.exists() and meta.exists():
         counts = json.loads(meta.read_text())
@@ -181,7 +188,11 @@ def workload(lm_calls: int, workdir: Path) -> tuple[Path, int, int]:
     with path.open("w", encoding="utf-8") as handle:
         while calls < lm_calls:
             trace = vary(bases[traces % len(bases)], rng)
-            handle.write(json.dumps(trace_to_json(trace), ensure_ascii=False, separators=(",", ":")))
+            line = json.dumps(trace_to_json(trace), ensure_ascii=False, separators=(",", ":"))
+            if distinct_arguments:
+                for old, new in DISTINCT_ARGUMENTS:
+                    line = line.replace(old, new.format(n=traces))
+            handle.write(line)
             handle.write("\n")
             traces += 1
             calls += lm_call_count(trace)
@@ -274,7 +285,7 @@ def sparql_rows(result) -> int:
 
 
 def run_size(lm_calls: int, args, dirs: Dirs, queries: list[Path], rdflib_rate: dict) -> dict:
-    path, n_traces, n_calls = workload(lm_calls, args.workdir)
+    path, n_traces, n_calls = workload(lm_calls, args.workdir, distinct_arguments=args.distinct_arguments)
     repeat = args.repeat if lm_calls <= 20_000 else args.repeat_large
     print(f"\n# {n_calls:,} LM calls in {n_traces:,} traces ({path.stat().st_size / 1e6:.1f} MB of JSONL), {repeat} repeat(s)", flush=True)
     times: dict[str, list[float]] = {}
@@ -467,6 +478,7 @@ def main() -> None:
     parser.add_argument("--batch-triples", type=int, default=100_000, help="TraceStore.put batch size")
     parser.add_argument("--workdir", type=Path, default=None, help="where workload files and stores go (default: a temp dir)")
     parser.add_argument("--queries", type=Path, default=QUERIES, help="directory of .rq files")
+    parser.add_argument("--distinct-arguments", action="store_true", help="each trace's tool arguments its own (free text)")
     args = parser.parse_args()
     cleanup_workdir = args.workdir is None
     args.workdir = Path(tempfile.mkdtemp(prefix="bench-store-")) if cleanup_workdir else args.workdir
