@@ -25,7 +25,7 @@ import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -87,7 +87,8 @@ def _built(gathered: list[GatheredTrace], base: str) -> list[Built]:
     return out
 
 
-def _triples(built: list[Built]) -> int:
+def _triples(built: Iterable[Built]) -> int:
+    """The triples of the encoded traces among ``built``."""
     return sum(item.triples for item in built if isinstance(item, EncodedTrace))
 
 
@@ -365,7 +366,7 @@ class TraceBuilder:
         while True:
             try:
                 # one batch, as gathered (the ramp of put's batches, meant for a long export, split each commit)
-                size = sum(item.triples for item in encoded)
+                size = _triples(encoded)
                 report = self.store.put(encoded, base=self.base, batch_triples=size, first_batch_triples=size)
             except OSError as exc:  # the store (disk, server): the spool holds the spans, so try again
                 self.counts.store_errors += 1

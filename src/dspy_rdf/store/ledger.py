@@ -7,9 +7,9 @@ their answer.
 Each write of a batch of traces adds one *entry*: a named graph ``urn:dspy-rdf:ledger:<random>`` holding the number
 of traces it covers (``ledger:entry_traces``) and one row per figure and key with the batch's sums (the usage of each
 model and day, the parts of each kind, the outputs of each finish reason, the calls and executions of each tool and
-of each tool with each arguments, those that got a result and those that failed, the requests offering each tool, the traces where DSPy's own modules
-added a tool, the traces of each size, each tool's timed executions per duration bucket and range of buckets, and the
-counts ``stats`` shows: LM calls, tool calls, messages, usage, cost and triples).
+of each tool with each arguments, those that got a result and those that failed, the requests offering each tool, the
+traces where DSPy's own modules added a tool, the traces of each size, each tool's timed executions per duration
+bucket and range of buckets, and the counts ``stats`` shows: LM calls, tool calls, messages, usage, cost and triples).
 Removing a trace adds an entry with its figures negated. An entry is written with its batch (in the same load on the
 embedded store), and entries are only ever added, so writers on several machines never contend for one counter.
 Every store folds its entries into one every few hundred writes
