@@ -6,7 +6,9 @@ import dataclasses
 
 import pyoxigraph as ox
 import pytest
-from conftest import load
+from conftest import examples, load
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dspy_rdf import RdfFormat, parse_traces, serialize_traces, trace_from_json, trace_iri, verify_trace_iri
 from dspy_rdf.canonical.identity import CONTENT_KEY_PREFIX, DEFAULT_BASE
@@ -127,3 +129,75 @@ def test_a_session_and_user_are_part_of_the_content_and_leave_a_trace_without_th
     assert content_payload(trace) == '{"@":"Trace","parts":[{"@":"LMTextPart","text":"hello"}],"source_kind":"lm_part"}'
     assert content_payload(with_session) == '{"@":"Trace","parts":[{"@":"LMTextPart","text":"hello"}],"session_id":"s","source_kind":"lm_part","user_id":"u"}'
     assert trace_key(with_session) != trace_key(trace)
+
+
+# --- the order key: what the queries listing traces order by ---------------------------------------------------
+
+_HEX = "0123456789abcdef"
+
+
+def _order_key_expression() -> str:
+    """The SPARQL that the queries reading every trace compute the order key with (scan/longest_conversations.rq)."""
+    from dspy_rdf.analytics.catalog import get_query
+
+    text = get_query("longest_conversations").scan or ""
+    return "\n".join(line for line in text.splitlines() if "?local_name" in line and line.lstrip().startswith("BIND("))
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["run-", "content-", "sha256-"]), st.text(_HEX, min_size=32, max_size=32), st.sampled_from([DEFAULT_BASE, "https://example.org/t/", "urn:x:"])),
+        min_size=2,
+        max_size=20,
+    )
+)
+@settings(max_examples=examples(200), deadline=None)
+def test_the_order_key_orders_traces_as_their_keys_do(keys):
+    from dspy_rdf.canonical.identity import order_key
+
+    iris = [base + kind + digits for kind, digits, base in keys]
+    for iri in iris:
+        assert len(order_key(iri)) == 15 and order_key(iri)[0] == iri.rsplit(":", 1)[-1].rsplit("/", 1)[-1][0]
+    by_key = sorted(iris, key=lambda iri: (iri.rsplit(":", 1)[-1].rsplit("/", 1)[-1], iri))
+    keys_in_order = [order_key(iri) for iri in by_key]
+    assert keys_in_order == sorted(keys_in_order)
+
+
+def test_the_order_key_computed_in_sparql_is_the_writers():
+    """The queries that read every trace compute the key from the IRI; they must order as the stored key does."""
+    from dspy_rdf.canonical.identity import order_key
+
+    iris = [
+        DEFAULT_BASE + "run-" + "0123456789abcdef" * 2,
+        DEFAULT_BASE + "content-" + "fedcba9876543210" * 2,
+        "https://example.org/traces/sha256-" + "a" * 32,
+        "https://example.org/traces/run-" + "0" * 31,  # one digit short: not a key
+        "https://example.org/traces/a-very-long-name-that-is-no-key",
+        "urn:x:short",
+        "urn:x:y/é🙂-name-beyond-fifteen",
+        "https://example.org/ends-in-slash/",
+    ]
+    store = ox.Store()
+    for iri in iris:
+        store.add(ox.Quad(ox.NamedNode(iri), ox.NamedNode("urn:p"), ox.Literal("x"), ox.NamedNode(iri)))
+    query = f"SELECT ?trace ?trace_key WHERE {{ GRAPH ?trace {{ ?trace <urn:p> ?x }} {_order_key_expression()} }}"
+    computed = {row["trace"].value: row["trace_key"].value for row in store.query(query)}
+    assert computed == {iri: order_key(iri) for iri in iris}
+    assert order_key(iris[0]) == "r0123456789abcd" and order_key(iris[4]) == "a-very-long-nam" and order_key(iris[7]) == ""
+
+
+def test_every_trace_carries_its_order_key_and_a_trace_with_an_unanswered_call_its_tools():
+    from dspy_rdf.canonical.identity import order_key
+
+    trace = trace_from_json({
+        "request": {"model": "m", "tools": [{"name": "search"}], "messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]},
+        "response": {"outputs": [{"parts": [{"type": "tool_call", "name": "search", "id": "c1"}, {"type": "tool_call", "name": "zap", "id": "c2"},
+                                            {"type": "tool_call", "name": "search", "id": "c3"}]}]},
+        "timestamp": "2025-01-31T12:00:00Z", "uuid": "6f1c2f0e-0d5e-4b8e-9a57-2b6f1f1f0002",
+    }, source_format="dspy33")  # fmt: skip
+    store = ox.Store()
+    store.load(serialize_traces([trace], RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
+    iri = trace_iri(trace)
+    rows = store.query(f"SELECT ?p ?o WHERE {{ GRAPH <{iri}> {{ <{iri}> ?p ?o }} }}")
+    facts = sorted((row["p"].value.rsplit("/", 1)[-1], row["o"].value) for row in rows if row["p"].value.rsplit("/", 1)[-1] in ("order_key", "unanswered_tools"))
+    assert facts == [("order_key", order_key(iri)), ("unanswered_tools", "search"), ("unanswered_tools", "zap")]

@@ -135,7 +135,7 @@ def test_migrate_brings_a_virtuoso_store_to_the_new_keys(virtuoso_store, tmp_pat
 # --- traces written with the derived facts of an earlier version ---------------------------------------------
 
 _EXCEPTION_FACTS = ("derived_facts_version", "refusal_count", "unanswered_tool_call_parts", "orphan_tool_result_parts",
-                    "unoffered_tool_call_parts", "duplicate_call_id_parts")  # fmt: skip
+                    "unoffered_tool_call_parts", "duplicate_call_id_parts", "order_key", "unanswered_tools")  # fmt: skip
 _EXCEPTION_QUERIES = ("refusal_traces", "unanswered_tool_calls", "orphan_tool_results", "tool_calls_not_offered", "duplicate_tool_call_ids")
 RAW_QUERIES = DATA / "raw_queries"
 

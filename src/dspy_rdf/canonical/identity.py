@@ -49,6 +49,7 @@ __all__ = [
     "is_absolute_iri",
     "key_of_iri",
     "model_json",
+    "order_key",
     "short_hash",
     "trace_iri",
     "trace_key",
@@ -197,6 +198,21 @@ def key_of_iri(iri: str) -> str | None:
     """The key a trace IRI ends in (this release's or 0.1.0's), or None when it ends in none."""
     found = _KEY.search(iri)
     return found.group(0) if found is not None and iri.endswith(found.group(0)) else None
+
+
+ORDER_KEY_CHARACTERS = 15
+"""The length of a trace's ``dspy:order_key``: pyoxigraph keeps a literal of at most 15 bytes inline in its indexes."""
+
+
+def order_key(iri: str) -> str:
+    """The ``dspy:order_key`` of the trace named ``iri``: the first letter of its key's kind and the key's first 14
+    hex digits (``c…`` for a content key, ``r…`` for a run key), which order as the keys do; for an IRI that ends in
+    no key, its last segment (after its last ``/`` or ``:``) cut to 15 characters."""
+    key = key_of_iri(iri)
+    if key is not None:
+        kind, _, digits = key.partition("-")
+        return kind[0] + digits[: ORDER_KEY_CHARACTERS - 1]
+    return re.split(r"[:/]", iri)[-1][:ORDER_KEY_CHARACTERS]
 
 
 def check_base(base: str) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from dspy_rdf.canonical import model as m
 from dspy_rdf.canonical.errors import TraceInputError
-from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base, content_digest, content_payload, trace_key
+from dspy_rdf.canonical.identity import DEFAULT_BASE, check_base, content_digest, content_payload, order_key, trace_key
 from dspy_rdf.rdf import vocab as v
 
 if TYPE_CHECKING:
@@ -30,11 +30,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DERIVED_FACTS_VERSION", "MAX_LITERAL_BYTES", "ModuleFigures", "ToolFigures", "TraceFigures", "TraceTotals", "UsageFigures", "decimal_text", "duration_bucket", "part_ref_iri", "stored_form", "trace_lines", "write_trace"]
 
-DERIVED_FACTS_VERSION = 3
+DERIVED_FACTS_VERSION = 4
 """The version of the derived facts written with each trace (``dspy:derived_facts_version``). 2 added the exception
 facts (refusals, unanswered and unoffered tool calls, orphan tool results, duplicate call ids) that the canned
 queries looking for exceptions start from, 3 the duration buckets of tool executions (``dspy:duration_bucket``) that
-the slowest executions and the latency percentiles are looked up by; a version only ever adds facts, so that ``dspy-rdf migrate`` brings an
+the slowest executions and the latency percentiles are looked up by, 4 the trace's ``dspy:order_key`` that the
+queries listing traces order by and the names of its unanswered tools (``dspy:unanswered_tools``); a version only ever adds facts, so that ``dspy-rdf migrate`` brings an
 older trace up to date by adding the trace's triples to its graph."""
 
 MAX_LITERAL_BYTES = 16_000_000
@@ -578,6 +579,7 @@ class _Writer:
                 for call in calls.get(call_id, ()):
                     add(f"{result} {P.answers} {call}{t}")
         add(f"{s} {P.derived_facts_version} {_int(DERIVED_FACTS_VERSION)}{t}")
+        add(f"{s} {P.order_key} {_s(order_key(iri))}{t}")
         self.exceptions(s)
 
     def entry(self, entry: m.LMHistoryEntry, iri: str, position: int | None) -> None:
@@ -1049,10 +1051,14 @@ class _Writer:
             if call_id not in answered_ids:
                 groups.setdefault((name, part if call_id is None else "id:" + call_id), []).append(part)
         answered = self.answered_parts
-        for parts in groups.values():
+        unanswered_tools: set[str] = set()
+        for (name, _), parts in groups.items():
             if not any(part in answered for part in parts):
+                unanswered_tools.add(name)
                 for part in parts:
                     add(f"{s} {P.unanswered_tool_call_parts} {part}{t}")
+        for name in sorted(unanswered_tools):
+            add(f"{s} {P.unanswered_tools} {_s(name)}{t}")
         for result, call_id in self.tool_results:
             if call_id is None or call_id not in calls:
                 add(f"{s} {P.orphan_tool_result_parts} {result}{t}")
