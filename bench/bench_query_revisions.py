@@ -1,6 +1,10 @@
 """Canned queries against their texts at another revision of this repository, on one embedded store, in the same run.
 
     .venv/bin/python bench/bench_query_revisions.py --store DIR --baseline REV [--runs 5] QUERY [QUERY ...]
+    .venv/bin/python bench/bench_query_revisions.py --lm-calls N --workdir DIR --baseline REV QUERY [QUERY ...]
+
+``--store`` is an embedded store loaded already (the 1M LM-call store of ``bench_scale.py --keep``); ``--lm-calls``
+exports ``bench_store.py``'s workload of that size into a new store under ``--workdir`` first.
 
 For each named query, the text of ``src/dspy_rdf/analytics/queries/QUERY.rq`` at ``REV`` (``git show``) and the text
 in the working tree run in turn on the store opened read-only, interleaved so that both see the same machine: the
@@ -15,10 +19,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pyoxigraph as ox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_store import workload  # noqa: E402  (the same workload files)
 
 REPO = Path(__file__).resolve().parent.parent
 QUERIES = "src/dspy_rdf/analytics/queries"
@@ -44,14 +52,31 @@ def figure(times: list[float]) -> str:
     return f"{times[0]:.2f}, {statistics.median(rest):.2f} ({min(rest):.2f}-{max(rest):.2f})"
 
 
+def exported(lm_calls: int, workdir: Path) -> Path:
+    """A new embedded store under ``workdir`` holding the workload of ``lm_calls`` LM calls."""
+    from dspy_rdf.inputs import read_traces
+    from dspy_rdf.store import EmbeddedStore
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    path, _, _ = workload(lm_calls, workdir)
+    directory = workdir / f"store_{lm_calls}"
+    if not directory.exists():
+        with EmbeddedStore(directory) as store:
+            store.put(item.trace for item in read_traces(path) if item.trace is not None)
+    return directory
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", required=True, help="an embedded store's directory")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", help="an embedded store's directory")
+    where.add_argument("--lm-calls", type=int, help="export the workload of this many LM calls into a new store first")
+    parser.add_argument("--workdir", type=Path, default=Path("bench-work"), help="where --lm-calls writes its files")
     parser.add_argument("--baseline", required=True, help="the git revision whose query texts are the baseline")
     parser.add_argument("--runs", type=int, default=5, help="runs of each text after the first")
     parser.add_argument("queries", nargs="+")
     args = parser.parse_args()
-    store = ox.Store.read_only(args.store)
+    store = ox.Store.read_only(str(args.store if args.store is not None else exported(args.lm_calls, args.workdir)))
     pairs = {name: texts(name, args.baseline) for name in args.queries}
     times: dict[tuple[str, int], list[float]] = {(name, i): [] for name in pairs for i in (0, 1)}
     rows: dict[tuple[str, int], list[tuple[str, ...]]] = {}

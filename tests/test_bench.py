@@ -24,6 +24,7 @@ SMALLEST = {
     "bench_imports.py": ["--copies", "1", "--rounds", "1"],
     "bench_serve.py": ["--copies", "1", "--rounds", "1"],
     "bench_scale.py": ["--lm-calls", "30", "--runs", "1", "--workdir", "{tmp}"],
+    "bench_query_revisions.py": ["--lm-calls", "30", "--workdir", "{tmp}", "--baseline", "HEAD", "--runs", "1", "refusal_traces", "unanswered_tool_calls"],
     "bench_capture.py": ["--runs", "2", "--rounds", "1", "--slow-runs", "1", "--slow-rounds", "1", "--lm-seconds", "0.001", "--handler-rounds", "1"],
     "bench_remote.py": ["--traces", "5", "--repeat", "1", "--workdir", "{tmp}"],
     "bench_servers.py": ["--lm-calls", "30", "--runs", "1", "--buffers", "20000", "--workdir", "{tmp}"],

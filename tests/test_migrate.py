@@ -5,6 +5,8 @@ keys let in (two recorders of one run, a store dumped and loaded again) merged, 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -18,7 +20,7 @@ from dspy_rdf.cli.main import main
 from dspy_rdf.inputs import read_traces
 from dspy_rdf.rdf.formats import RdfFormat, parse_traces, serialize_traces
 from dspy_rdf.sources.tracejson import trace_from_json
-from dspy_rdf.store import EmbeddedStore, TraceStore
+from dspy_rdf.store import EmbeddedStore, RemoteStore, TraceStore
 from dspy_rdf.store.migrate import migrate_store
 
 DATA = Path(__file__).parent / "data"
@@ -89,14 +91,14 @@ def test_the_migrate_command_says_what_it_did_and_a_second_run_does_nothing(tmp_
         store.oxigraph.load(path=str(LEGACY), format=ox.RdfFormat.N_QUADS)
     assert main(["migrate", "--store", str(tmp_path / "store"), "--dry-run"]) == 0
     assert capsys.readouterr().out.strip().endswith(
-        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 already current, the ledger would be brought up to date"
+        "20 graph(s) examined; 7 trace(s) would be moved to their new IRIs, 13 duplicate(s) would be merged into the trace they repeat, 0 would be given this release's derived facts, 0 would be given them in place from their own triples, 0 already current, the ledger would be brought up to date"
     )
     assert main(["migrate", "--store", str(tmp_path / "store"), "-v"]) == 0
     out = capsys.readouterr().out
     assert out.count("\nmoved ") + out.startswith("moved ") == 7 and out.count("merged urn:") == 13
     assert out.strip().endswith("0 already current, 7 trace(s) counted into a new ledger")
     assert main(["migrate", "--store", str(tmp_path / "store")]) == 0
-    assert capsys.readouterr().out.strip().endswith("7 graph(s) examined; 0 trace(s) moved to their new IRIs, 0 duplicate(s) merged into the trace they repeat, 0 given this release's derived facts, 7 already current")
+    assert capsys.readouterr().out.strip().endswith("7 graph(s) examined; 0 trace(s) moved to their new IRIs, 0 duplicate(s) merged into the trace they repeat, 0 given this release's derived facts, 0 given them in place from their own triples, 7 already current")
 
 
 def test_a_migration_stopped_between_writing_and_removing_is_finished_by_the_next(tmp_path, monkeypatch):
@@ -198,6 +200,15 @@ def _facts_brought_up_to_date(store: TraceStore, tmp_path: Path) -> None:
     assert (again.refreshed, again.current) == ([], len(traces))
 
 
+def _insert_graph_by_graph(store: RemoteStore, data: bytes) -> None:
+    """Write N-Quads into a server's graphs by SPARQL updates (Virtuoso takes no N-Quads POST), as an earlier release wrote them."""
+    graphs: dict[str, list[str]] = {}
+    for quad in ox.parse(data, ox.RdfFormat.N_QUADS):
+        graphs.setdefault(quad.graph_name.value, []).append(f"{quad.subject} {quad.predicate} {quad.object} .")
+    for name, triples in graphs.items():
+        store.update(f"INSERT DATA {{ GRAPH <{name}> {{ {' '.join(triples)} }} }}")
+
+
 def test_migrate_gives_an_embedded_store_the_derived_facts_it_lacks(tmp_path, monkeypatch):
     monkeypatch.setattr("dspy_rdf.store.migrate._REFRESH_BATCH", 3)  # several writes of a few traces each
     with EmbeddedStore(tmp_path / "store") as store:
@@ -212,11 +223,7 @@ def test_migrate_gives_a_server_store_the_derived_facts_it_lacks(remote_store, o
 
 
 def test_migrate_gives_a_virtuoso_store_the_derived_facts_it_lacks(virtuoso_store, tmp_path):
-    graphs: dict[str, list[str]] = {}
-    for quad in ox.parse(_as_written_before_exception_facts(_traces()), ox.RdfFormat.N_QUADS):
-        graphs.setdefault(quad.graph_name.value, []).append(f"{quad.subject} {quad.predicate} {quad.object} .")
-    for name, triples in graphs.items():
-        virtuoso_store.update(f"INSERT DATA {{ GRAPH <{name}> {{ {' '.join(triples)} }} }}")
+    _insert_graph_by_graph(virtuoso_store, _as_written_before_exception_facts(_traces()))
     _facts_brought_up_to_date(virtuoso_store, tmp_path)
 
 
@@ -388,3 +395,78 @@ def test_an_earlier_ledger_that_does_not_cover_every_trace_is_counted_again(tmp_
         report = migrate_store(store)
         assert report.ledger_upgraded is None and report.ledger_traces == len(store.trace_iris())
         assert store.ledger_is_current() and store.stats() == store.stats(from_triples=True)
+
+
+# --- traces of the version before: given this release's facts in place ------------------------------------------
+
+_VERSION_4_FACTS = ("order_key", "unanswered_tools")
+
+
+def _as_written_with_facts_version_3(traces: list) -> bytes:
+    """The traces as the release of derived facts version 3 wrote them: this release's N-Quads without version 4's facts."""
+    lines = serialize_traces(traces, RdfFormat.N_QUADS).splitlines(keepends=True)
+    kept = [line for line in lines if not any(f"/dspy/{fact}>".encode() in line for fact in _VERSION_4_FACTS)]
+    version = b"/dspy/derived_facts_version> "
+    return b"".join(line.replace(version + b'"4"', version + b'"3"') for line in kept)
+
+
+def _facts_added_in_place(store: TraceStore, tmp_path: Path) -> None:
+    traces = _traces()
+    assert store.stats(from_triples=True)["to_migrate"] == len(traces)
+    dry = migrate_store(store, dry_run=True)
+    assert (len(dry.upgraded), dry.refreshed, dry.current, dry.failed) == (len(traces), [], 0, [])
+    assert store.stats(from_triples=True)["to_migrate"] == len(traces)  # a dry run changes nothing
+    report = migrate_store(store)
+    assert (sorted(report.upgraded), report.refreshed, report.moved, report.failed) == (sorted(trace_iri(t) for t in traces), [], [], [])
+    assert report.examined == len(traces)
+    for name in _EXCEPTION_QUERIES:
+        canned, raw = _canned_and_raw(store, name)
+        assert canned == raw, name
+    with EmbeddedStore(tmp_path / "fresh") as fresh:
+        fresh.put(traces, redactor=None)
+        assert store.stats() == fresh.stats() and store.ledger_is_current()
+        for name in ("unanswered_tool_calls", "refusal_traces", "longest_conversations", "orphan_tool_results"):
+            assert run_query(store, name, {}).rows == run_query(fresh, name, {}).rows, name
+        if isinstance(store, EmbeddedStore):  # every triple as this release writes it
+            assert set(store.oxigraph.quads_for_pattern(None, None, None, None)) - _ledger_quads(store) == set(fresh.oxigraph.quads_for_pattern(None, None, None, None)) - _ledger_quads(fresh)
+    again = migrate_store(store)
+    assert (again.upgraded, again.refreshed, again.current) == ([], [], len(traces))
+
+
+def _ledger_quads(store: EmbeddedStore) -> set:
+    return {quad for quad in store.oxigraph.quads_for_pattern(None, None, None, None) if not quad.graph_name.value.startswith("urn:dspy-rdf:trace:")}
+
+
+@contextmanager
+def _store_holding(kind: str, data: bytes, request, tmp_path: Path) -> Iterator[TraceStore]:
+    """A store of ``kind`` holding the N-Quads ``data``, written as an earlier release wrote them (no ledger)."""
+    if kind == "embedded":
+        with EmbeddedStore(tmp_path / "store") as store:
+            store.oxigraph.load(data, format=ox.RdfFormat.N_QUADS)
+            yield store
+    elif kind == "oxigraph":
+        remote = request.getfixturevalue("remote_store")  # emptied first
+        server = request.getfixturevalue("oxigraph_server")
+        httpx.post(f"{server}/store", content=data, headers={"content-type": "application/n-quads"}, timeout=60).raise_for_status()
+        yield remote
+    else:
+        store = request.getfixturevalue("virtuoso_store")
+        _insert_graph_by_graph(store, data)
+        yield store
+
+
+@pytest.mark.parametrize("kind", ["embedded", "oxigraph", "virtuoso"])
+def test_migrate_gives_a_store_of_the_version_before_its_facts_in_place(kind, request, tmp_path, monkeypatch):
+    monkeypatch.setattr("dspy_rdf.store.migrate._IN_PLACE_BATCH", 2)  # several updates of a few traces each
+    with _store_holding(kind, _as_written_with_facts_version_3(_traces()), request, tmp_path) as store:
+        _facts_added_in_place(store, tmp_path)
+
+
+def test_a_trace_of_a_version_no_update_reaches_is_written_again(tmp_path, monkeypatch):
+    """Traces of version 3 when this release's facts are of a version no update of version 4 leads to: written again."""
+    with EmbeddedStore(tmp_path / "store") as store:
+        store.oxigraph.load(_as_written_with_facts_version_3(_traces()), format=ox.RdfFormat.N_QUADS)
+        for module in ("dspy_rdf.rdf.writer", "dspy_rdf.store.base"):
+            monkeypatch.setattr(f"{module}.DERIVED_FACTS_VERSION", 5)
+        report = migrate_store(store)
+        assert (report.upgraded, len(report.refreshed), report.failed) == ([], len(_traces()), [])

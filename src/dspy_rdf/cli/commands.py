@@ -292,6 +292,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         f"{len(report.moved)} trace(s) {would}moved to their new IRIs",
         f"{len(report.merged)} duplicate(s) {would}merged into the trace they repeat",
         f"{len(report.refreshed)} {would}given this release's derived facts",
+        f"{len(report.upgraded)} {would}given them in place from their own triples",
         f"{report.current} already current",
     ]
     if report.other:

@@ -882,6 +882,23 @@ class TraceStore(ABC):
         self._forget_derived_facts_version([item.iri for item in traces])
         return self._write_batch(traces, bulk=False)
 
+    def traces_with_facts_version(self, version: int) -> list[str]:
+        """Names of the trace graphs whose trace carries derived facts of exactly ``version``, sorted."""
+        d = v.DSPY
+        return self._graph_names(f"{{ SELECT ?g WHERE {{ GRAPH ?g {{ ?g <{d}derived_facts_version> ?version }} FILTER(?version = {int(version)}) }} }}")
+
+    def add_facts_in_place(self, iris: list[str], update: str) -> None:
+        """Run ``update``, a SPARQL Update over the trace graphs ``iris`` (its ``{graphs}`` replaced by their IRIs, for
+        a ``VALUES ?g`` block) that adds derived facts computed from the graphs' own triples, without reading any
+        trace back; as :meth:`refresh` does, the ledger's ``stats`` counts are marked not current first (the traces
+        gain triples). Give it a few thousand graphs at a time: the embedded store holds an update in memory."""
+        self._write_batch([EncodedTrace(STALE_COUNTS, stale_counts_entry(), 1)], bulk=False)
+        self._update_graphs(update.replace("{graphs}", " ".join(f"<{check_trace_iri(iri)}>" for iri in iris)))
+
+    def _update_graphs(self, sparql: str) -> None:
+        """Run a SPARQL Update over trace graphs (what :meth:`add_facts_in_place` does)."""
+        raise StoreError(f"the store {self.location} cannot add a fact to a trace's graph: export the traces into a new store instead")
+
     def _forget_derived_facts_version(self, iris: list[str]) -> None:
         """Remove the ``derived_facts_version`` triple of these trace graphs (what :meth:`refresh` does first)."""
         raise StoreError(f"the store {self.location} cannot remove a fact from a trace's graph: export the traces into a new store instead")

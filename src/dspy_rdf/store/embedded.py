@@ -215,6 +215,12 @@ class EmbeddedStore(TraceStore):
         except OSError as exc:
             raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
 
+    def _update_graphs(self, sparql: str) -> None:
+        try:
+            self._store.update(sparql)
+        except OSError as exc:
+            raise StoreError(f"could not update the store at {self.path}: {exc}") from None
+
     def _forget_derived_facts_version(self, iris: list[str]) -> None:
         version = ox.NamedNode(v.slot_iri("derived_facts_version"))
         for iri in iris:

@@ -9,7 +9,9 @@ stopped at any point loses nothing and running it again finishes it. Traces the 
 same new IRI: the first one written is kept and the others removed (``merged``). A trace already named by this
 release's key but written with the derived facts of an earlier version (:data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`:
 the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
-(``refreshed``). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
+(``refreshed``), unless the facts it lacks can be computed from its own triples (:data:`IN_PLACE_UPDATES`): then
+SPARQL updates add them where the trace is, a few thousand traces at a time, none read back (``upgraded``: 93 s
+for 375,000 traces, where writing each again takes about 7 ms a trace). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
 Last, the store's ledger (:mod:`dspy_rdf.store.ledger`): one kept by an earlier release that covers every trace gains
 this release's figures from a few queries over the triples (``ledger_upgraded``); one that does not cover every trace, or
 has lost a maximum to removals, is built again by counting every trace (``ledger_traces``), so that the canned queries
@@ -31,6 +33,40 @@ __all__ = ["MigrationReport", "migrate_store"]
 _REFRESH_BATCH = 400
 """Traces given this release's derived facts in one write (about 100,000 triples of typical traces)."""
 
+_IN_PLACE_BATCH = 5_000
+"""Traces given the facts of a version in place by one update (the embedded store holds an update in memory: one
+update over 375,000 traces peaked at 2 GB)."""
+
+_D = "https://w3id.org/lmodel/dspy/"
+IN_PLACE_UPDATES: dict[int, str] = {
+    3: f"""PREFIX dspy: <{_D}>
+PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+INSERT {{ GRAPH ?g {{ ?g dspy:unanswered_tools ?name }} }}
+WHERE {{
+  SELECT DISTINCT ?g ?name WHERE {{
+    VALUES ?g {{ {{graphs}} }}
+    GRAPH ?g {{ ?g dspy:derived_facts_version ?version ; dspy:unanswered_tool_call_parts ?part . ?part rdfs:label ?label }}
+    FILTER(?version = 3)
+    BIND(STR(?label) AS ?name)
+  }}
+}} ;
+DELETE {{ GRAPH ?g {{ ?g dspy:derived_facts_version ?version }} }}
+INSERT {{ GRAPH ?g {{ ?g dspy:order_key ?key ; dspy:derived_facts_version 4 }} }}
+WHERE {{
+  VALUES ?g {{ {{graphs}} }}
+  GRAPH ?g {{ ?g dspy:derived_facts_version ?version }}
+  FILTER(?version = 3)
+  BIND(REPLACE(STR(?g), "^.*[:/]", "") AS ?local_name)
+  BIND(IF(REGEX(?local_name, "^(run|content|sha256)-[0-9a-f]{{32}}$"), CONCAT(SUBSTR(?local_name, 1, 1), SUBSTR(STRAFTER(?local_name, "-"), 1, 14)), SUBSTR(?local_name, 1, 15)) AS ?key)
+}}
+""",
+}
+"""For a version of the derived facts, the SPARQL Update that brings a trace of that version to the next from its own
+triples (``{graphs}``: the trace graphs it runs on), which ``migrate`` runs in place of writing each trace again:
+version 4 added ``dspy:order_key`` (from the trace's IRI, as :func:`~dspy_rdf.canonical.identity.order_key` computes
+it) and ``dspy:unanswered_tools`` (the names of the parts of ``dspy:unanswered_tool_call_parts``). Tests compare what
+it leaves with what this release writes."""
+
 
 @dataclass
 class MigrationReport:
@@ -43,6 +79,8 @@ class MigrationReport:
     moved: list[tuple[str, str]] = field(default_factory=list)
     merged: list[tuple[str, str]] = field(default_factory=list)
     refreshed: list[str] = field(default_factory=list)
+    upgraded: list[str] = field(default_factory=list)
+    """The traces given the derived facts of a later version in place, from their own triples (:data:`IN_PLACE_UPDATES`)."""
     current: int = 0
     other: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
@@ -55,7 +93,7 @@ class MigrationReport:
     @property
     def examined(self) -> int:
         """How many graphs were looked at."""
-        return len(self.moved) + len(self.merged) + len(self.refreshed) + self.current + len(self.other) + len(self.failed)
+        return len(self.moved) + len(self.merged) + len(self.refreshed) + len(self.upgraded) + self.current + len(self.other) + len(self.failed)
 
 
 def migrate_store(
@@ -72,7 +110,8 @@ def migrate_store(
 
     report = MigrationReport()
     kept: set[str] = set()  # the new IRIs written, or found stored, in this migration
-    outdated = set(store.traces_with_outdated_facts())
+    upgradable = _upgrade_in_place(store, report, dry_run=dry_run, progress=progress)
+    outdated = set(store.traces_with_outdated_facts()) - upgradable
     stale: list[EncodedTrace] = []  # traces to give this release's derived facts, written a batch at a time
 
     def refresh() -> None:
@@ -89,6 +128,8 @@ def migrate_store(
                 report.other.append(iri)
                 continue
             legacy = key.startswith(LEGACY_KEY_PREFIX)
+            if iri in upgradable:  # counted by the step in place
+                continue
             if not legacy and iri not in outdated:
                 report.current += 1
                 continue
@@ -119,7 +160,7 @@ def migrate_store(
         except (RdfInputError, TraceInputError) as exc:  # this graph only; a failing store stops the migration
             report.failed.append((iri, str(exc)))
         finally:
-            if progress is not None:
+            if progress is not None and iri not in upgradable:
                 progress(1)
     if stale:
         refresh()
@@ -128,3 +169,26 @@ def migrate_store(
     if not store.ledger_is_current(maxima=True):
         report.ledger_traces = -1 if dry_run else store.rebuild_ledger(progress=ledger_progress)
     return report
+
+
+def _upgrade_in_place(store: TraceStore, report: MigrationReport, *, dry_run: bool, progress: Callable[[int], None] | None) -> set[str]:
+    """Bring the traces whose version of the derived facts reaches this release's by :data:`IN_PLACE_UPDATES` alone
+    to this release, by updates over their own triples, a version at a time (with ``dry_run``, only find them);
+    return their IRIs. Traces under a key of dspy-rdf 0.1.0 are left to the migration, which writes them again."""
+    from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION
+
+    # the versions from which every later version up to this release's has an update
+    chain = [version for version in sorted(IN_PLACE_UPDATES) if all(later in IN_PLACE_UPDATES for later in range(version, DERIVED_FACTS_VERSION))]
+    done: set[str] = set()
+    for version in chain:  # in order: a trace brought from one version to the next is found again at the next
+        found = [iri for iri in store.traces_with_facts_version(version) if (key := key_of_iri(iri)) is not None and not key.startswith(LEGACY_KEY_PREFIX)]
+        for start in range(0, len(found), _IN_PLACE_BATCH):
+            batch = found[start:start + _IN_PLACE_BATCH]
+            if not dry_run:
+                store.add_facts_in_place(batch, IN_PLACE_UPDATES[version])
+            fresh = [iri for iri in batch if iri not in done]
+            done.update(fresh)
+            if progress is not None and fresh:
+                progress(len(fresh))
+    report.upgraded.extend(sorted(done))
+    return done

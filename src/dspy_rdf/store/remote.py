@@ -458,6 +458,9 @@ class RemoteStore(TraceStore):
 
     # --- TraceStore ------------------------------------------------------------------------------------------
 
+    def _update_graphs(self, sparql: str) -> None:
+        self.update(sparql)
+
     def _forget_derived_facts_version(self, iris: list[str]) -> None:
         version = _iri_ref(v.slot_iri("derived_facts_version"))
         for start in range(0, len(iris), 200):
