@@ -17,6 +17,7 @@ trace (the same for both texts).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,9 +61,10 @@ def exported(lm_calls: int, workdir: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     path, _, _ = workload(lm_calls, workdir)
     directory = workdir / f"store_{lm_calls}"
-    if not directory.exists():
-        with EmbeddedStore(directory) as store:
-            store.put(item.trace for item in read_traces(path) if item.trace is not None)
+    if directory.exists():  # written by whatever release ran before: written again by this one
+        shutil.rmtree(directory)
+    with EmbeddedStore(directory) as store:
+        store.put(item.trace for item in read_traces(path) if item.trace is not None)
     return directory
 
 
@@ -76,6 +78,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs of each text after the first")
     parser.add_argument("queries", nargs="+")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1 (the median is of the runs after the first)")
     store = ox.Store.read_only(str(args.store if args.store is not None else exported(args.lm_calls, args.workdir)))
     pairs = {name: texts(name, args.baseline) for name in args.queries}
     times: dict[tuple[str, int], list[float]] = {(name, i): [] for name in pairs for i in (0, 1)}

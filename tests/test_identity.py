@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
@@ -136,12 +137,17 @@ def test_a_session_and_user_are_part_of_the_content_and_leave_a_trace_without_th
 _HEX = "0123456789abcdef"
 
 
-def _order_key_expression() -> str:
-    """The SPARQL that the queries reading every trace compute the order key with (scan/longest_conversations.rq)."""
+def test_the_queries_that_read_every_trace_compute_the_order_key_with_the_shared_expression():
     from dspy_rdf.analytics.catalog import get_query
+    from dspy_rdf.canonical.identity import order_key_sparql
 
-    text = get_query("longest_conversations").scan or ""
-    return "\n".join(line for line in text.splitlines() if "?local_name" in line and line.lstrip().startswith("BIND("))
+    expression = [line.strip() for line in order_key_sparql("?trace", "?trace_key").splitlines()]
+    texts = {"scan/longest_conversations": get_query("longest_conversations").scan or ""}
+    texts |= {f"raw/{path.stem}": path.read_text(encoding="utf-8") for path in (Path(__file__).parent / "data" / "raw_queries").glob("*.rq") if "trace_key" in path.read_text(encoding="utf-8")}
+    assert len(texts) == 4
+    for name, text in texts.items():
+        lines = [line.strip() for line in text.splitlines()]
+        assert any(lines[k:k + 2] == expression for k in range(len(lines))), name
 
 
 @given(
@@ -164,13 +170,16 @@ def test_the_order_key_orders_traces_as_their_keys_do(keys):
 
 
 def test_the_order_key_computed_in_sparql_is_the_writers():
-    """The queries that read every trace compute the key from the IRI; they must order as the stored key does."""
-    from dspy_rdf.canonical.identity import order_key
+    """The queries that read every trace, and migrate's update, compute the key from the IRI: as the writer does."""
+    from dspy_rdf.canonical.identity import order_key, order_key_sparql
 
     iris = [
         DEFAULT_BASE + "run-" + "0123456789abcdef" * 2,
         DEFAULT_BASE + "content-" + "fedcba9876543210" * 2,
         "https://example.org/traces/sha256-" + "a" * 32,
+        "https://example.org/traces#run-" + "5" * 32,  # a base ending in '#'
+        "https://example.org/t?id=content-" + "b" * 32,
+        "urn:x:myrun-" + "c" * 32,
         "https://example.org/traces/run-" + "0" * 31,  # one digit short: not a key
         "https://example.org/traces/a-very-long-name-that-is-no-key",
         "urn:x:short",
@@ -180,10 +189,10 @@ def test_the_order_key_computed_in_sparql_is_the_writers():
     store = ox.Store()
     for iri in iris:
         store.add(ox.Quad(ox.NamedNode(iri), ox.NamedNode("urn:p"), ox.Literal("x"), ox.NamedNode(iri)))
-    query = f"SELECT ?trace ?trace_key WHERE {{ GRAPH ?trace {{ ?trace <urn:p> ?x }} {_order_key_expression()} }}"
+    query = f"SELECT ?trace ?trace_key WHERE {{ GRAPH ?trace {{ ?trace <urn:p> ?x }} {order_key_sparql('?trace', '?trace_key')} }}"
     computed = {row["trace"].value: row["trace_key"].value for row in store.query(query)}
     assert computed == {iri: order_key(iri) for iri in iris}
-    assert order_key(iris[0]) == "r0123456789abcd" and order_key(iris[4]) == "a-very-long-nam" and order_key(iris[7]) == ""
+    assert [order_key(iris[k]) for k in (0, 3, 5, 7, 10)] == ["r0123456789abcd", "r555555555555555"[:15], "rcccccccccccccc", "a-very-long-nam", ""]
 
 
 def test_every_trace_carries_its_order_key_and_a_trace_with_an_unanswered_call_its_tools():

@@ -50,6 +50,7 @@ __all__ = [
     "key_of_iri",
     "model_json",
     "order_key",
+    "order_key_sparql",
     "short_hash",
     "trace_iri",
     "trace_key",
@@ -213,6 +214,20 @@ def order_key(iri: str) -> str:
         kind, _, digits = key.partition("-")
         return kind[0] + digits[: ORDER_KEY_CHARACTERS - 1]
     return re.split(r"[:/]", iri)[-1][:ORDER_KEY_CHARACTERS]
+
+
+def order_key_sparql(iri: str, key: str) -> str:
+    """SPARQL that binds the variable ``key`` to the :func:`order_key` of the IRI bound to the variable ``iri`` (two
+    ``BIND`` lines; ``iri`` + ``_text`` names the IRI's text): how the queries that read every trace and ``migrate``'s
+    update compute it, with REGEX, SUBSTR, STRLEN and IF only, which every engine has."""
+    text = f"{iri}_text"
+    kind = f'IF(REGEX({text}, "run-[0-9a-f]{{32}}$"), "r", IF(REGEX({text}, "content-[0-9a-f]{{32}}$"), "c", "s"))'
+    from_key = f"CONCAT({kind}, SUBSTR({text}, STRLEN({text}) - 31, {ORDER_KEY_CHARACTERS - 1}))"
+    otherwise = f'SUBSTR(REPLACE({text}, "^.*[:/]", ""), 1, {ORDER_KEY_CHARACTERS})'
+    return (
+        f"BIND(STR({iri}) AS {text})\n"
+        f'BIND(IF(REGEX({text}, "(run|content|sha256)-[0-9a-f]{{32}}$"), {from_key}, {otherwise}) AS {key})'
+    )
 
 
 def check_base(base: str) -> str:

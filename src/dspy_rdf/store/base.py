@@ -891,9 +891,15 @@ class TraceStore(ABC):
         """Run ``update``, a SPARQL Update over the trace graphs ``iris`` (its ``{graphs}`` replaced by their IRIs, for
         a ``VALUES ?g`` block) that adds derived facts computed from the graphs' own triples, without reading any
         trace back; as :meth:`refresh` does, the ledger's ``stats`` counts are marked not current first (the traces
-        gain triples). Give it a few thousand graphs at a time: the embedded store holds an update in memory."""
+        gain triples). The update may run again on a graph it ran on: it sends the graphs :attr:`_IN_PLACE_CHUNK`
+        at a time."""
         self._write_batch([EncodedTrace(STALE_COUNTS, stale_counts_entry(), 1)], bulk=False)
-        self._update_graphs(update.replace("{graphs}", " ".join(f"<{check_trace_iri(iri)}>" for iri in iris)))
+        for start in range(0, len(iris), self._IN_PLACE_CHUNK):
+            graphs = " ".join(f"<{check_trace_iri(iri)}>" for iri in iris[start:start + self._IN_PLACE_CHUNK])
+            self._update_graphs(update.replace("{graphs}", graphs))
+
+    _IN_PLACE_CHUNK = 5_000
+    """Graphs an update of :meth:`add_facts_in_place` names (the embedded store holds an update in memory)."""
 
     def _update_graphs(self, sparql: str) -> None:
         """Run a SPARQL Update over trace graphs (what :meth:`add_facts_in_place` does)."""

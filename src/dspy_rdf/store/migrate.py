@@ -10,8 +10,8 @@ same new IRI: the first one written is kept and the others removed (``merged``).
 release's key but written with the derived facts of an earlier version (:data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`:
 the facts the canned queries start from) is written again into its own graph, which adds the facts it lacks
 (``refreshed``), unless the facts it lacks can be computed from its own triples (:data:`IN_PLACE_UPDATES`): then
-SPARQL updates add them where the trace is, a few thousand traces at a time, none read back (``upgraded``: 93 s
-for 375,000 traces, where writing each again takes about 7 ms a trace). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
+SPARQL updates add them where the trace is, a few thousand traces at a time, none read back (``upgraded``: the
+whole migration of 375,000 traces took 4 minutes, where writing each again takes about 7 ms a trace). Graphs that are current, and graphs not named by a dspy-rdf key at all, are left as they are.
 Last, the store's ledger (:mod:`dspy_rdf.store.ledger`): one kept by an earlier release that covers every trace gains
 this release's figures from a few queries over the triples (``ledger_upgraded``); one that does not cover every trace, or
 has lost a maximum to removals, is built again by counting every trace (``ledger_traces``), so that the canned queries
@@ -28,39 +28,43 @@ from dspy_rdf.canonical.identity import LEGACY_KEY_PREFIX, key_of_iri
 from dspy_rdf.rdf.formats import encode_trace
 from dspy_rdf.store.base import EncodedTrace, TraceStore
 
-__all__ = ["MigrationReport", "migrate_store"]
+__all__ = ["IN_PLACE_UPDATES", "MigrationReport", "migrate_store"]
 
 _REFRESH_BATCH = 400
 """Traces given this release's derived facts in one write (about 100,000 triples of typical traces)."""
 
 _IN_PLACE_BATCH = 5_000
-"""Traces given the facts of a version in place by one update (the embedded store holds an update in memory: one
-update over 375,000 traces peaked at 2 GB)."""
+"""Traces given the facts of a version in place by one call of the store, which sends them in updates of the size it
+takes (:meth:`~dspy_rdf.store.TraceStore.add_facts_in_place`)."""
 
-_D = "https://w3id.org/lmodel/dspy/"
-IN_PLACE_UPDATES: dict[int, str] = {
-    3: f"""PREFIX dspy: <{_D}>
-PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
-INSERT {{ GRAPH ?g {{ ?g dspy:unanswered_tools ?name }} }}
-WHERE {{
-  SELECT DISTINCT ?g ?name WHERE {{
-    VALUES ?g {{ {{graphs}} }}
-    GRAPH ?g {{ ?g dspy:derived_facts_version ?version ; dspy:unanswered_tool_call_parts ?part . ?part rdfs:label ?label }}
-    FILTER(?version = 3)
-    BIND(STR(?label) AS ?name)
-  }}
-}} ;
-DELETE {{ GRAPH ?g {{ ?g dspy:derived_facts_version ?version }} }}
-INSERT {{ GRAPH ?g {{ ?g dspy:order_key ?key ; dspy:derived_facts_version 4 }} }}
-WHERE {{
-  VALUES ?g {{ {{graphs}} }}
-  GRAPH ?g {{ ?g dspy:derived_facts_version ?version }}
-  FILTER(?version = 3)
-  BIND(REPLACE(STR(?g), "^.*[:/]", "") AS ?local_name)
-  BIND(IF(REGEX(?local_name, "^(run|content|sha256)-[0-9a-f]{{32}}$"), CONCAT(SUBSTR(?local_name, 1, 1), SUBSTR(STRAFTER(?local_name, "-"), 1, 14)), SUBSTR(?local_name, 1, 15)) AS ?key)
-}}
-""",
-}
+
+def _version_4_facts() -> str:
+    from dspy_rdf.canonical.identity import order_key_sparql
+    from dspy_rdf.rdf import vocab as v
+
+    prefixes = f"PREFIX dspy: <{v.DSPY}>\nPREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
+    tools = (
+        "INSERT { GRAPH ?g { ?g dspy:unanswered_tools ?name } }\n"
+        "WHERE { SELECT DISTINCT ?g ?name WHERE {\n"
+        "  VALUES ?g { {graphs} }\n"
+        "  GRAPH ?g { ?g dspy:derived_facts_version ?version ; dspy:unanswered_tool_call_parts ?part . ?part rdfs:label ?label }\n"
+        "  FILTER(?version = 3) BIND(STR(?label) AS ?name)\n"
+        "} }"
+    )
+    # the version last: a migration stopped between the two finds the trace again, and adds what it lacks
+    key = (
+        "DELETE { GRAPH ?g { ?g dspy:derived_facts_version ?version } }\n"
+        "INSERT { GRAPH ?g { ?g dspy:order_key ?key ; dspy:derived_facts_version 4 } }\n"
+        "WHERE {\n"
+        "  VALUES ?g { {graphs} }\n"
+        "  GRAPH ?g { ?g dspy:derived_facts_version ?version } FILTER(?version = 3)\n"
+        f"{order_key_sparql('?g', '?key')}\n"
+        "}"
+    )
+    return prefixes + tools + " ;\n" + key + "\n"
+
+
+IN_PLACE_UPDATES: dict[int, str] = {3: _version_4_facts()}
 """For a version of the derived facts, the SPARQL Update that brings a trace of that version to the next from its own
 triples (``{graphs}``: the trace graphs it runs on), which ``migrate`` runs in place of writing each trace again:
 version 4 added ``dspy:order_key`` (from the trace's IRI, as :func:`~dspy_rdf.canonical.identity.order_key` computes

@@ -458,8 +458,11 @@ class RemoteStore(TraceStore):
 
     # --- TraceStore ------------------------------------------------------------------------------------------
 
+    _IN_PLACE_CHUNK = 200  # IRIs in a VALUES block, as the server's other requests name them
+
     def _update_graphs(self, sparql: str) -> None:
-        self.update(sparql)
+        # these updates only add what a graph lacks: sent again after a lost answer, they change nothing more
+        self._http.request("POST", self.update_url, idempotent=True, data={"update": sparql})
 
     def _forget_derived_facts_version(self, iris: list[str]) -> None:
         version = _iri_ref(v.slot_iri("derived_facts_version"))
