@@ -177,12 +177,13 @@ ARGUMENTS_DROPPED = f"SELECT ?entry WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}wit
 ENTRY_VERSIONS = f"SELECT ?entry ?n ?version WHERE {{ GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n OPTIONAL {{ ?entry <{LEDGER}version> ?version }} }} }}"
 """Each entry of the ledger with the traces it counts and its version (unbound: written before versions)."""
 
-REPLACED = f"SELECT DISTINCT ?entry WHERE {{ GRAPH ?sum {{ ?sum <{LEDGER}replaces> ?entry }} GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n }} }}"
+REPLACED = f"SELECT DISTINCT ?entry WHERE {{ GRAPH ?sum {{ ?sum <{LEDGER}replaces> ?entry }} GRAPH ?entry {{ ?entry <{LEDGER}entry_traces> ?n }} FILTER(?entry != <{STALE_COUNTS}>) }}"
 """The entries that an entry holding their sum replaces but that are still stored: a fold (or a rebuild) writes the
 sum first, naming the entries it replaces, then removes them one by one, so that no step holds them all in memory.
 Until the last is removed the ledger is not current (the queries read the triples); a fold that was stopped midway is
 finished by the next one (:meth:`~dspy_rdf.store.base.TraceStore.fold_ledger`), and the sum of the entries never
-counts a replaced one."""
+counts a replaced one. The :data:`STALE_COUNTS` marker is never one: a sum that counted
+the traces again replaced the marker of its time, and the same graph written again later marks counts stale again."""
 
 _MAXIMA = frozenset({"module_max", "module_removal"})
 """Figures that entries merge by their largest value (and how many traces hold it), not by a sum. A maximum cannot be
