@@ -898,8 +898,8 @@ class TraceStore(ABC):
             graphs = " ".join(f"<{check_trace_iri(iri)}>" for iri in iris[start:start + self._IN_PLACE_CHUNK])
             self._update_graphs(update.replace("{graphs}", graphs))
 
-    _IN_PLACE_CHUNK = 5_000
-    """Graphs an update of :meth:`add_facts_in_place` names (the embedded store holds an update in memory)."""
+    _IN_PLACE_CHUNK = _VALUES_BATCH
+    """Graphs an update of :meth:`add_facts_in_place` names: a server's ``VALUES`` block, as the other requests name them."""
 
     def _update_graphs(self, sparql: str) -> None:
         """Run a SPARQL Update over trace graphs (what :meth:`add_facts_in_place` does)."""

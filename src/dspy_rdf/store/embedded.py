@@ -215,6 +215,8 @@ class EmbeddedStore(TraceStore):
         except OSError as exc:
             raise StoreError(failed_query_message(sparql, str(exc), f"on the store at {self.path}")) from None
 
+    _IN_PLACE_CHUNK = 5_000  # no request to size: an update is held in memory, one over 375,000 traces peaked at 2 GB
+
     def _update_graphs(self, sparql: str) -> None:
         try:
             self._store.update(sparql)

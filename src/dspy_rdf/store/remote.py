@@ -458,8 +458,6 @@ class RemoteStore(TraceStore):
 
     # --- TraceStore ------------------------------------------------------------------------------------------
 
-    _IN_PLACE_CHUNK = 200  # IRIs in a VALUES block, as the server's other requests name them
-
     def _update_graphs(self, sparql: str) -> None:
         # these updates only add what a graph lacks: sent again after a lost answer, they change nothing more
         self._http.request("POST", self.update_url, idempotent=True, data={"update": sparql})
