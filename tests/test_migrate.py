@@ -4,6 +4,7 @@ keys let in (two recorders of one run, a store dumped and loaded again) merged, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -486,3 +487,88 @@ def test_counts_marked_stale_again_after_a_migration_are_counted_again(kind, req
             assert not store.ledger_is_current()
             assert store.upgrade_ledger() == len(traces)
             assert store.ledger_is_current() and store.stats() == store.stats(from_triples=True)
+
+
+# --- a store not yet migrated: every answer says how many traces it may leave out ------------------------------
+
+
+def _as_the_release_before_wrote(store: TraceStore, traces: list, monkeypatch) -> None:
+    """Put ``traces`` as the release of derived facts version 3 did: its ledger counts them under version 3, and
+    their graphs lack version 4's facts."""
+    with monkeypatch.context() as before:
+        for module in ("dspy_rdf.rdf.writer", "dspy_rdf.store.ledger"):
+            before.setattr(f"{module}.DERIVED_FACTS_VERSION", 3)
+        store.put(traces)
+    for fact in _VERSION_4_FACTS:
+        update = f"DELETE WHERE {{ GRAPH ?g {{ ?g <https://w3id.org/lmodel/dspy/{fact}> ?value }} }}"
+        store.oxigraph.update(update) if isinstance(store, EmbeddedStore) else store.update(update)
+
+
+def _every_answer_says_how_many_to_migrate(opened, location: str, tmp_path: Path, capsys) -> None:
+    """``opened()``: the store, open until the block ends (the CLI and MCP open it on their own in between: an
+    embedded store takes one writer at a time)."""
+    from dspy_rdf.analytics.report import write_report
+    from dspy_rdf.service.mcp import StoreTools
+
+    traces, tools = _traces(), StoreTools(store=location)
+    warning = f"{len(traces)} traces of this store were written by an earlier release"
+    with opened() as store:
+        assert store.ledger_is_current()  # the release before's ledger covers every trace
+        assert store.traces_to_migrate() == store.stats(from_triples=True)["to_migrate"] == len(traces)
+        assert store.traces_to_migrate(ledger_current=False) == len(traces)
+        # what a store of the release before answers: no rows, for lack of the facts this release's queries read
+        assert run_query(store, "unanswered_tool_calls").rows == []
+        for query in list_queries():
+            result = run_query(store, query.name, _params(query))
+            assert result.to_migrate == len(traces), query.name
+            assert warning in (result.migrate_warning(location) or ""), query.name
+        assert run_query(store, "SELECT * WHERE { ?s ?p ?o } LIMIT 1").to_migrate == len(traces)
+        assert "written by an earlier release" in write_report(store, tmp_path / "report").read_text(encoding="utf-8")
+    assert main(["query", "unanswered_tool_calls", "--store", location]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {warning}" in err and f"dspy-rdf migrate --store {location}" in err
+    assert main(["report", "--store", location, "--out", str(tmp_path / "report")]) == 0
+    assert f"warning: {warning} of dspy-rdf and may be missing from the report's sections" in capsys.readouterr().err
+    assert "dspy-rdf migrate" in tools.run_query("refusal_traces")["warning"]
+    assert "dspy-rdf migrate" in tools.run_sparql("SELECT ?g WHERE { GRAPH ?g { ?g a <https://w3id.org/lmodel/dspy/Trace> } }")["warning"]
+
+    with opened() as store:
+        migrate_store(store)
+        assert store.traces_to_migrate() == store.traces_to_migrate(ledger_current=False) == 0
+        assert run_query(store, "unanswered_tool_calls").rows != []
+        for query in list_queries():
+            result = run_query(store, query.name, _params(query))
+            assert (result.to_migrate, result.migrate_warning(location)) == (0, None), query.name
+        assert "written by an earlier release" not in write_report(store, tmp_path / "report").read_text(encoding="utf-8")
+    assert main(["query", "unanswered_tool_calls", "--store", location]) == 0
+    assert main(["report", "--store", location, "--out", str(tmp_path / "report")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert "warning" not in tools.run_query("refusal_traces") and "warning" not in tools.run_sparql("SELECT * WHERE { ?s ?p ?o } LIMIT 1")
+
+
+@pytest.mark.parametrize("kind", ["embedded", "oxigraph"])
+def test_every_answer_of_a_store_of_the_release_before_says_how_many_traces_to_migrate(kind, request, tmp_path, monkeypatch, capsys):
+    """A store of the release before, its ledger current: the queries that read this release's derived facts find
+    nothing in its traces until they are migrated; every answer (API, CLI, MCP, report) says so, counted from the
+    ledger, and says nothing once ``migrate`` has run."""
+    if kind == "embedded":
+        path = tmp_path / "store"
+        with EmbeddedStore(path) as store:
+            _as_the_release_before_wrote(store, _traces(), monkeypatch)
+        _every_answer_says_how_many_to_migrate(lambda: EmbeddedStore(path), str(path), tmp_path, capsys)
+    else:
+        store = request.getfixturevalue("remote_store")
+        _as_the_release_before_wrote(store, _traces(), monkeypatch)
+        _every_answer_says_how_many_to_migrate(lambda: contextlib.nullcontext(store), request.getfixturevalue("oxigraph_server"), tmp_path, capsys)
+
+
+def test_a_store_of_the_release_before_without_a_ledger_is_counted_from_its_triples(tmp_path, capsys):
+    """Traces of the release before loaded without a ledger (a dump bulk-loaded): counted over the triples."""
+    path = tmp_path / "store"
+    with EmbeddedStore(path) as store:
+        store.oxigraph.load(_as_written_with_facts_version_3(_traces()), format=ox.RdfFormat.N_QUADS)
+        assert not store.ledger_entries()
+        assert store.traces_to_migrate() == len(_traces())
+        assert run_query(store, "tool_calls_per_tool").to_migrate == run_query(store, "refusal_traces").to_migrate == len(_traces())
+    assert main(["query", "refusal_traces", "--store", str(path)]) == 0
+    assert f"warning: {len(_traces())} traces of this store" in capsys.readouterr().err

@@ -126,8 +126,9 @@ def test_a_bad_query_is_a_value_error_with_the_status(remote_store):
     assert "HTTP 400" in str(caught.value)
 
 
-def test_a_failed_put_says_which_traces_of_the_batch_were_written(oxigraph_server):
-    """The Graph Store endpoint fails after the first trace: the error lists what was written."""
+def test_a_failed_put_says_which_traces_of_the_batch_were_written(remote_store, oxigraph_server):
+    """The Graph Store endpoint fails after the first trace: the error lists what was written. (``remote_store``
+    empties the session's server first: traces another test left there would be skipped, never sent.)"""
     traces = bundled()[:3]
     with FakeServer() as fake, RemoteStore(oxigraph_server, gsp_url=fake.url + "/store", max_attempts=1, write="graph") as store:
         fake.script(Reply(204), Reply(500, body="disk full"))

@@ -67,6 +67,7 @@ __all__ = [
     "check_user_sparql",
     "get_query",
     "list_queries",
+    "migrate_warning",
     "query_form",
     "run_query",
     "sparql_term",
@@ -499,6 +500,19 @@ def _cell(value: Any, unknown: bool = False) -> str:
     return str(value)
 
 
+def migrate_warning(to_migrate: int, store: str | None = None, *, missing_from: str = "these rows") -> str | None:
+    """One line telling that ``to_migrate`` traces of an earlier release may be missing from an answer and how to
+    bring them up to date (``store``: the store as ``--store`` names it); None when there are none."""
+    if not to_migrate:
+        return None
+    many = to_migrate != 1
+    where = f" --store {store}" if store else ""
+    return (
+        f"{to_migrate} trace{'s' if many else ''} of this store {'were' if many else 'was'} written by an earlier release of dspy-rdf "
+        f"and may be missing from {missing_from}: run `dspy-rdf migrate{where}` to bring {'them' if many else 'it'} up to date"
+    )
+
+
 @dataclass
 class QueryResult:
     """The answer to one query: column names, rows of Python values (None when unbound), and the SPARQL JSON."""
@@ -509,6 +523,14 @@ class QueryResult:
     sparql: str = field(default="", repr=False)
     unknown: frozenset[str] = frozenset()
     """Columns where None means that the traces do not say (shown as ``unknown``)."""
+    to_migrate: int = 0
+    """Traces of the store that an earlier release wrote, which the rows may leave out (their derived facts are of an
+    earlier version) until ``dspy-rdf migrate`` brings them up to date: :meth:`migrate_warning` says so."""
+
+    def migrate_warning(self, store: str | None = None) -> str | None:
+        """One line telling that the rows may leave out :attr:`to_migrate` traces and how to fix it (``store``: the
+        store as ``--store`` names it), or None when every trace is of this release."""
+        return migrate_warning(self.to_migrate, store)
 
     @classmethod
     def from_json(cls, raw: SparqlJson, sparql: str = "", unknown: tuple[str, ...] | frozenset[str] = ()) -> QueryResult:
@@ -608,18 +630,24 @@ def run_query(
     params: dict[str, Any] | None = None,
     *,
     allow_federation: bool = False,
+    check_migration: bool = True,
 ) -> QueryResult:
     """Run a named query of the library (with ``params``) or raw SPARQL text (checked by :func:`check_user_sparql`).
 
     A single word is taken as a query name (ValueError listing the names when unknown); anything else as SPARQL.
+    With ``check_migration`` the result says how many traces of the store an earlier release wrote
+    (:attr:`QueryResult.to_migrate`: the rows may leave them out), from the ledger's counts when it is current.
     """
     text = name_or_sparql.strip()
     unknown: tuple[str, ...] = ()
+    ledger_current: bool | None = None
     if _NAME.fullmatch(text):
         from dspy_rdf.store.ledger import reads_arguments, reads_maxima
 
         query = get_query(text)
-        if query.scan is not None and not store.ledger_is_current(maxima=reads_maxima(query.text), arguments=reads_arguments(query.text)):
+        if query.scan is not None:
+            ledger_current = store.ledger_is_current(maxima=reads_maxima(query.text), arguments=reads_arguments(query.text))
+        if query.scan is not None and not ledger_current:
             query = replace(query, text=query.scan)  # the ledger does not cover every trace: read the triples
         elif query.engine_versions and (planned := dict(query.engine_versions).get(store.sparql_engine)) is not None:
             query = replace(query, text=planned)
@@ -629,4 +657,7 @@ def run_query(
             raise ValueError("parameters apply to named queries only; raw SPARQL takes none")
         check_user_sparql(name_or_sparql, allow_federation=allow_federation)
         sparql = name_or_sparql
-    return QueryResult.from_json(store.select(sparql), sparql, unknown)
+    result = QueryResult.from_json(store.select(sparql), sparql, unknown)
+    if check_migration:
+        result.to_migrate = store.traces_to_migrate(ledger_current=ledger_current)
+    return result

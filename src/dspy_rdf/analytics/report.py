@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dspy_rdf.analytics.catalog import UNKNOWN, QueryResult, get_query, run_query
+from dspy_rdf.analytics.catalog import UNKNOWN, QueryResult, get_query, migrate_warning, run_query
 from dspy_rdf.canonical.errors import ReportError
 from dspy_rdf.canonical.identity import key_of_iri
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
@@ -390,7 +390,7 @@ def _page(store: TraceStore) -> tuple[str, dict[str, bytes]]:
     images: dict[str, bytes] = {}
     sections = []
     for section in REPORT_SECTIONS:
-        result = run_query(store, section.query)
+        result = run_query(store, section.query, check_migration=False)  # the summary's to_migrate says it once
         chart = chart_for(section, result)
         picture = ""
         if chart is not None:
@@ -407,13 +407,16 @@ def _page(store: TraceStore) -> tuple[str, dict[str, bytes]]:
         f"<tr><th>{html.escape(k.replace('_', ' '))}</th><td class=n>{UNKNOWN if v is None else html.escape(format_value(k, v))}</td></tr>"
         for k, v in counts.items()
     )
+    outdated = counts.get("to_migrate") or 0
+    warning = migrate_warning(outdated, missing_from="the sections below")
+    warning = f"<p><strong>{html.escape(warning)}.</strong></p>" if warning else ""
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     location = html.escape(DEFAULT_REDACTOR.redact_text(store.location))
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{_GENERATOR}</title>
 <style>{_STYLE}</style></head>
 <body><h1>DSPy traces: analytics</h1><p>Store: {location}; generated {when}. Costs in US dollars, durations in seconds.</p>
-<table>{summary}</table>
+{warning}<table>{summary}</table>
 {"".join(sections)}
 </body></html>
 """

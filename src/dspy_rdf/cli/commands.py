@@ -337,12 +337,16 @@ def _trig_output(args: argparse.Namespace) -> bool:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from dspy_rdf.analytics.catalog import migrate_warning
     from dspy_rdf.analytics.report import write_report
     from dspy_rdf.store import open_store
 
     with open_store(args.store, read_only=True) as store:
         page = write_report(store, args.out)
+        outdated = store.traces_to_migrate()
     say(f"wrote {page}")
+    if (warning := migrate_warning(outdated, args.store, missing_from="the report's sections")) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -672,6 +676,8 @@ def run_query_command(args: argparse.Namespace) -> int:
         with open_store(args.store, read_only=True) as store:
             result = run_query(store, args.name, _parse_params(args.param))
     sys.stdout.write(result.format(args.format))
+    if (warning := result.migrate_warning(args.store)) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -146,7 +146,9 @@ class StoreTools:
         deadline = time.monotonic() + self.timeout
         with self.opened() as store:
             raw = select_rows(store, sparql, limit, deadline)
-        return rows_answer(QueryResult.from_json(raw, sparql), limit)
+            result = QueryResult.from_json(raw, sparql)
+            result.to_migrate = store.traces_to_migrate()
+        return rows_answer(result, limit)
 
     def describe_schema(self, class_name: str | None = None) -> dict[str, Any]:
         """The schema's classes (name, IRI, description, parents, slot names) or, given ``class_name``, that class
@@ -229,6 +231,8 @@ def rows_answer(result: QueryResult, limit: int) -> dict[str, Any]:
     answer: dict[str, Any] = {"columns": result.columns, "rows": records[:limit], "row_count": min(len(records), limit), "truncated": len(records) > limit}
     if answer["truncated"]:
         answer["note"] = f"truncated: only the first {limit} rows; ask for more with max_rows (up to {MAX_ROW_LIMIT:,}), or narrow the query"
+    if (warning := result.migrate_warning()) is not None:
+        answer["warning"] = warning
     return answer
 
 

@@ -205,6 +205,17 @@ STATS_FACTS = {
     "cost": "cost_total",
 }  # fmt: skip
 """The per-trace derived fact each sum of :meth:`TraceStore.stats` adds up."""
+def _outdated_in_ledger(rows: list[dict[str, Any]]) -> Decimal:
+    """The traces the ledger's ``stats`` rows (:data:`~dspy_rdf.store.ledger.STATS_QUERY`) count with derived facts of
+    an earlier version."""
+    outdated = Decimal(0)
+    for row in rows:
+        version = term_value(row.get("version"))  # a server may hand the integer back as a decimal
+        if not isinstance(version, (int, float, Decimal)) or version < DERIVED_FACTS_VERSION:
+            outdated += Decimal(row["traces"]["value"]) if "traces" in row else Decimal(0)
+    return outdated
+
+
 _UNKNOWN_UNLESS = {"input_tokens": "usage_calls", "output_tokens": "usage_calls", "cost": "priced_calls"}
 """Sums that are unknown (None), not 0, when no LM call reports them."""
 
@@ -934,13 +945,10 @@ class TraceStore(ABC):
             return None
         rows = self.select(STATS_QUERY)["results"]["bindings"]
         sums: dict[str, Decimal] = dict.fromkeys(STATS_COLUMNS, Decimal(0))
-        outdated = Decimal(0)
         for row in rows:
             for name in STATS_COLUMNS:
                 sums[name] += Decimal(row[name]["value"]) if name in row else Decimal(0)
-            version = term_value(row.get("version"))  # a server may hand the integer back as a decimal
-            if not isinstance(version, (int, float, Decimal)) or version < DERIVED_FACTS_VERSION:
-                outdated += Decimal(row["traces"]["value"]) if "traces" in row else Decimal(0)
+        outdated = _outdated_in_ledger(rows)
         if sums["traces"] != traces:
             return None
         counts: dict[str, Any] = {name: int(sums[name]) for name in STATS_COLUMNS if name != "cost"}
@@ -951,6 +959,29 @@ class TraceStore(ABC):
         counts["to_migrate"] = int(outdated)
         counts["ledger_uncounted"] = 0
         return {name: counts[name] for name in STATS}
+
+    def traces_to_migrate(self, *, ledger_current: bool | None = None) -> int:
+        """The number of traces an earlier release wrote (derived facts of an earlier
+        :data:`~dspy_rdf.rdf.writer.DERIVED_FACTS_VERSION`, or none), which the queries reading this release's derived
+        facts miss until ``dspy-rdf migrate`` brings them up to date.
+
+        Read from the ledger's ``stats`` rows (a few rows, milliseconds) while its entries are all of this release;
+        else, or when the caller knows that the ledger does not cover the store (``ledger_current=False``), counted
+        over the triples (a scan of one fact: about 0.6 s at a million LM calls). ``ledger_current=None`` trusts
+        entries of this release to cover every trace, which is so unless something wrote traces without them."""
+        if ledger_current is not False:
+            covered, outdated_ledger = self._ledger_state()
+            if covered and not outdated_ledger:
+                return int(_outdated_in_ledger(self.select(STATS_QUERY)["results"]["bindings"]))
+        d = v.DSPY
+        if not self.select(f"ASK {{ GRAPH ?g {{ ?g a <{d}Trace> }} }}").get("boolean"):
+            return 0
+        query = (
+            f"SELECT (COUNT(?t) AS ?traces) (SUM(IF(COALESCE(?facts, 0) >= {DERIVED_FACTS_VERSION}, 1, 0)) AS ?current) "
+            f"WHERE {{ GRAPH ?g {{ {{ ?g a <{d}Trace> BIND(1 AS ?t) }} UNION {{ ?g <{d}derived_facts_version> ?facts }} }} }}"
+        )
+        row = self._one_row(query, "traces")
+        return max(0, int(term_value(row.get("traces")) or 0) - int(term_value(row.get("current")) or 0))
 
     def _trace_count(self) -> int:
         """The number of ``dspy:Trace`` nodes, each in the graph it names (what the ledger's coverage is compared with)."""
