@@ -222,6 +222,7 @@ class EmbeddedStore(TraceStore):
             self._store.update(sparql)
         except OSError as exc:
             raise StoreError(f"could not update the store at {self.path}: {exc}") from None
+        self._release_write_buffers()  # each update fills the memtables, which RocksDB lets grow to its own limit
 
     def _forget_derived_facts_version(self, iris: list[str]) -> None:
         version = ox.NamedNode(v.slot_iri("derived_facts_version"))
