@@ -504,6 +504,22 @@ def _as_the_release_before_wrote(store: TraceStore, traces: list, monkeypatch) -
         store.oxigraph.update(update) if isinstance(store, EmbeddedStore) else store.update(update)
 
 
+@contextmanager
+def _no_count_over_the_triples(store: TraceStore) -> Iterator[None]:
+    """Fail on any query that counts the traces to migrate over the triples."""
+    select = store.select
+
+    def checked(query: str, *args, **kwargs):
+        assert "derived_facts_version" not in query, "counted over the triples"
+        return select(query, *args, **kwargs)
+
+    store.select = checked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del store.select
+
+
 def _every_answer_says_how_many_to_migrate(opened, location: str, tmp_path: Path, capsys) -> None:
     """``opened()``: the store, open until the block ends (the CLI and MCP open it on their own in between: an
     embedded store takes one writer at a time)."""
@@ -515,7 +531,10 @@ def _every_answer_says_how_many_to_migrate(opened, location: str, tmp_path: Path
     with opened() as store:
         assert store.ledger_is_current()  # the release before's ledger covers every trace
         assert store.traces_to_migrate() == store.stats(from_triples=True)["to_migrate"] == len(traces)
-        assert store.traces_to_migrate(ledger_current=False) == len(traces)
+        assert store.traces_to_migrate(ledger_covers=False) == len(traces)
+        with _no_count_over_the_triples(store):  # the ledger's counts, not a scan
+            assert store.traces_to_migrate() == store.traces_to_migrate(ledger_covers=True) == len(traces)
+            assert run_query(store, "refusal_traces").to_migrate == run_query(store, "tool_calls_per_tool").to_migrate == len(traces)
         # what a store of the release before answers: no rows, for lack of the facts this release's queries read
         assert run_query(store, "unanswered_tool_calls").rows == []
         for query in list_queries():
@@ -534,7 +553,7 @@ def _every_answer_says_how_many_to_migrate(opened, location: str, tmp_path: Path
 
     with opened() as store:
         migrate_store(store)
-        assert store.traces_to_migrate() == store.traces_to_migrate(ledger_current=False) == 0
+        assert store.traces_to_migrate() == store.traces_to_migrate(ledger_covers=False) == 0
         assert run_query(store, "unanswered_tool_calls").rows != []
         for query in list_queries():
             result = run_query(store, query.name, _params(query))
@@ -572,3 +591,30 @@ def test_a_store_of_the_release_before_without_a_ledger_is_counted_from_its_trip
         assert run_query(store, "tool_calls_per_tool").to_migrate == run_query(store, "refusal_traces").to_migrate == len(_traces())
     assert main(["query", "refusal_traces", "--store", str(path)]) == 0
     assert f"warning: {len(_traces())} traces of this store" in capsys.readouterr().err
+
+
+def test_traces_of_the_release_before_that_the_ledger_does_not_count_are_counted_too(tmp_path, monkeypatch):
+    """Half the traces put by the release before (its ledger counts them), the other half loaded without a ledger
+    (a dump loaded by other means): the ledger does not cover the store, so every trace is counted over the triples."""
+    traces = _traces()
+    half = len(traces) // 2
+    with EmbeddedStore(tmp_path / "store") as store:
+        _as_the_release_before_wrote(store, traces[:half], monkeypatch)
+        store.oxigraph.load(_as_written_with_facts_version_3(traces[half:]), format=ox.RdfFormat.N_QUADS)
+        assert not store.ledger_is_current()
+        assert store.traces_to_migrate() == run_query(store, "refusal_traces").to_migrate == len(traces)
+        assert run_query(store, "tool_calls_per_tool").to_migrate == len(traces)
+
+
+def test_a_store_that_cannot_count_the_traces_to_migrate_still_answers(tmp_path, monkeypatch):
+    from dspy_rdf.store import StoreError
+
+    with EmbeddedStore(tmp_path / "store") as store:
+        _as_the_release_before_wrote(store, _traces(), monkeypatch)
+
+        def fails(*args, **kwargs):
+            raise StoreError("the server went away")
+
+        monkeypatch.setattr(store, "traces_to_migrate", fails)
+        result = run_query(store, "tool_calls_per_tool")
+        assert result.rows and result.to_migrate == 0 and result.migrate_warning() is None

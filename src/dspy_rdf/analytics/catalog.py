@@ -45,6 +45,7 @@ import csv
 import io
 import json
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 from datetime import date
 from importlib import resources
@@ -71,6 +72,7 @@ __all__ = [
     "query_form",
     "run_query",
     "sparql_term",
+    "traces_to_migrate",
 ]
 
 FORMATS = ("table", "csv", "tsv", "json")
@@ -506,7 +508,7 @@ def migrate_warning(to_migrate: int, store: str | None = None, *, missing_from: 
     if not to_migrate:
         return None
     many = to_migrate != 1
-    where = f" --store {store}" if store else ""
+    where = f" --store {shlex.quote(store)}" if store else ""
     return (
         f"{to_migrate} trace{'s' if many else ''} of this store {'were' if many else 'was'} written by an earlier release of dspy-rdf "
         f"and may be missing from {missing_from}: run `dspy-rdf migrate{where}` to bring {'them' if many else 'it'} up to date"
@@ -659,5 +661,16 @@ def run_query(
         sparql = name_or_sparql
     result = QueryResult.from_json(store.select(sparql), sparql, unknown)
     if check_migration:
-        result.to_migrate = store.traces_to_migrate(ledger_current=ledger_current)
+        result.to_migrate = traces_to_migrate(store, ledger_covers=True if ledger_current else None)
     return result
+
+
+def traces_to_migrate(store: TraceStore, *, ledger_covers: bool | None = None) -> int:
+    """:meth:`~dspy_rdf.store.TraceStore.traces_to_migrate`, or 0 when the store cannot count them: the count only
+    adds a warning to an answer the store gave already, which a failure to count must not take away."""
+    from dspy_rdf.store import StoreError
+
+    try:
+        return store.traces_to_migrate(ledger_covers=ledger_covers)
+    except StoreError:
+        return 0

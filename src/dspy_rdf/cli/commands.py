@@ -337,13 +337,13 @@ def _trig_output(args: argparse.Namespace) -> bool:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from dspy_rdf.analytics.catalog import migrate_warning
+    from dspy_rdf.analytics.catalog import migrate_warning, traces_to_migrate
     from dspy_rdf.analytics.report import write_report
     from dspy_rdf.store import open_store
 
     with open_store(args.store, read_only=True) as store:
         page = write_report(store, args.out)
-        outdated = store.traces_to_migrate()
+        outdated = traces_to_migrate(store)
     say(f"wrote {page}")
     if (warning := migrate_warning(outdated, args.store, missing_from="the report's sections")) is not None:
         print(f"warning: {warning}", file=sys.stderr)

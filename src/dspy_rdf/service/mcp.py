@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from dspy_rdf.analytics.catalog import QueryResult, check_user_sparql, get_query, list_queries, run_query
+from dspy_rdf.analytics.catalog import QueryResult, check_user_sparql, get_query, list_queries, run_query, traces_to_migrate
 from dspy_rdf.canonical.errors import DspyRdfError
 from dspy_rdf.canonical.identity import DEFAULT_BASE, is_absolute_iri
 from dspy_rdf.canonical.redact import DEFAULT_REDACTOR
@@ -147,7 +147,7 @@ class StoreTools:
         with self.opened() as store:
             raw = select_rows(store, sparql, limit, deadline)
             result = QueryResult.from_json(raw, sparql)
-            result.to_migrate = store.traces_to_migrate()
+            result.to_migrate = traces_to_migrate(store)
         return rows_answer(result, limit)
 
     def describe_schema(self, class_name: str | None = None) -> dict[str, Any]:
