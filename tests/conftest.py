@@ -66,9 +66,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("--slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --slow (the README's full test command does)")
+    on_virtuoso = pytest.mark.skip(reason="on Virtuoso: run with --slow (the README's full test command does; .ci/run installs Virtuoso)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+        elif _uses_virtuoso(item):  # a server of its own per worker, and its queries: a quarter of the default run's time
+            item.add_marker(on_virtuoso)
+
+
+VIRTUOSO_FIXTURES = frozenset({"virtuoso_server", "virtuoso_store", "virtuoso_capped"})
+
+
+def _uses_virtuoso(item: pytest.Item) -> bool:
+    """Whether a test runs on Virtuoso: it asks for one of its fixtures, or one of its parameters names it (a test
+    that picks its store by name, ``request.getfixturevalue``)."""
+    if VIRTUOSO_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any("virtuoso" in str(value) for value in callspec.params.values())
 
 
 def pytest_report_header(config: pytest.Config) -> str:

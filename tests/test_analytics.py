@@ -1762,6 +1762,7 @@ def test_rdflib_joins_sub_selects_on_bind_made_keys_as_a_cross_product():
     assert len(list(dataset.query(query))) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED_COLUMNS))
 def test_every_query_gives_the_same_answer_on_another_engine(store, rdflib_dataset, name):
     """rdflib's SPARQL engine is a third implementation (next to the embedded and the remote Oxigraph): the query

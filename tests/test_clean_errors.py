@@ -116,7 +116,7 @@ def test_a_folder_where_the_output_cannot_be_created_is_named_not_the_temporary_
     assert one_line_error(dspy_rdf("export", str(TRACE), "-o", "/sys/kernel/x.nq", cwd=tmp_path)) == "error: /sys/kernel/x.nq: Permission denied"
 
 
-@pytest.mark.parametrize("output", ["-", "/dev/stdout"])
+@pytest.mark.parametrize("output", ["-", pytest.param("/dev/stdout", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("command", [
     ["export", str(TRACE), "--format", "nq"], ["dump", "--store", "store"], ["prov", "--store", "store"], ["to-json", "x.nq"], ["to-otlp", "x.nq"],
 ])  # fmt: skip

@@ -323,6 +323,7 @@ def test_broken_real_traces_agree(good_nquads, tmp_path):
     assert {"UniqueToolCallIds", "ToolCallOffered"} <= rules, rules
 
 
+@pytest.mark.slow
 def test_every_constraint_broken_once_agrees():
     broken, expected = _broken_synthetic()
     reference = _reference(broken)

@@ -203,6 +203,7 @@ def rdf_lines() -> tuple[list[str], list[str], list[str]]:
     return others[0], middle_graph, others[1]
 
 
+@pytest.mark.slow
 def test_a_graph_broken_from_the_schema_costs_its_own_trace_only():
     first, middle, last = rdf_lines()
     good_graphs = {first[0].rsplit(" ", 2)[-2], last[0].rsplit(" ", 2)[-2]}

@@ -565,7 +565,7 @@ def _every_answer_says_how_many_to_migrate(opened, location: str, tmp_path: Path
     assert "warning" not in tools.run_query("refusal_traces") and "warning" not in tools.run_sparql("SELECT * WHERE { ?s ?p ?o } LIMIT 1")
 
 
-@pytest.mark.parametrize("kind", ["embedded", "oxigraph"])
+@pytest.mark.parametrize("kind", ["embedded", pytest.param("oxigraph", marks=pytest.mark.slow)])
 def test_every_answer_of_a_store_of_the_release_before_says_how_many_traces_to_migrate(kind, request, tmp_path, monkeypatch, capsys):
     """A store of the release before, its ledger current: the queries that read this release's derived facts find
     nothing in its traces until they are migrated; every answer (API, CLI, MCP, report) says so, counted from the

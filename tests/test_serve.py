@@ -96,7 +96,7 @@ def post(url: str, body: bytes, content_type: str = "application/json", **header
 # --- the receiver stores what export stores ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["openinference.json", "mlflow_otlp.json"])
+@pytest.mark.parametrize("name", ["openinference.json", pytest.param("mlflow_otlp.json", marks=pytest.mark.slow)])
 def test_spans_posted_as_json_are_stored_as_export_stores_them_from_a_file(name, tmp_path, capsys):
     body = (CROSS / name).read_bytes()
     spans = sum(len(ss["spans"]) for rs in json.loads(body)["resourceSpans"] for ss in rs["scopeSpans"])

@@ -236,7 +236,7 @@ def _slow_unless(default: bool) -> list[pytest.MarkDecorator]:
 @pytest.mark.parametrize(
     ("engine", "fmt"),
     [
-        pytest.param(engine, fmt, marks=_slow_unless(engine is Engine.FAST), id=f"{engine}-{fmt}")
+        pytest.param(engine, fmt, marks=_slow_unless(engine is Engine.FAST and fmt in ("nq", "ttl")), id=f"{engine}-{fmt}")
         for engine in BOTH_ENGINES for fmt in FORMATS
     ],
 )
@@ -279,6 +279,7 @@ def _parse_ttl(text: str) -> dict[str | None, set[Key]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("report_format", ["text", "ttl"])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_text_and_ttl_reports_say_the_same(report_format, engine, files, corpus, reference, capsys):
@@ -401,6 +402,7 @@ def _same_as(got: dict, expected: dict[str, set[Key]], how: str) -> None:
     assert got == want, f"{how}: differs from the reference on {sorted(set(got) ^ set(want) | {t for t in got if got[t] != want.get(t)})[:3]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_json_traces_through_every_entry_point(engine, model_traces, tmp_path, capsys):
     traces, expected = model_traces
