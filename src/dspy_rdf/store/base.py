@@ -205,17 +205,6 @@ STATS_FACTS = {
     "cost": "cost_total",
 }  # fmt: skip
 """The per-trace derived fact each sum of :meth:`TraceStore.stats` adds up."""
-def _outdated_in_ledger(rows: list[dict[str, Any]]) -> Decimal:
-    """The traces the ledger's ``stats`` rows (:data:`~dspy_rdf.store.ledger.STATS_QUERY`) count with derived facts of
-    an earlier version."""
-    outdated = Decimal(0)
-    for row in rows:
-        version = term_value(row.get("version"))  # a server may hand the integer back as a decimal
-        if not isinstance(version, (int, float, Decimal)) or version < DERIVED_FACTS_VERSION:
-            outdated += Decimal(row["traces"]["value"]) if "traces" in row else Decimal(0)
-    return outdated
-
-
 _UNKNOWN_UNLESS = {"input_tokens": "usage_calls", "output_tokens": "usage_calls", "cost": "priced_calls"}
 """Sums that are unknown (None), not 0, when no LM call reports them."""
 
@@ -937,18 +926,22 @@ class TraceStore(ABC):
                 return counts
         return self._stats_from_triples()
 
-    def _stats_from_ledger(self) -> dict[str, Any] | None:
-        """:meth:`stats` from the ledger's ``stats`` rows; ``None`` when the ledger is not current."""
-        traces = self._trace_count()
+    def _stats_from_ledger(self, *, covers: bool = False) -> dict[str, Any] | None:
+        """:meth:`stats` from the ledger's ``stats`` rows; ``None`` when the ledger is not current (``covers``: the
+        caller knows that it covers every trace, which is then not counted again)."""
         covered, outdated_ledger = self._ledger_state()
+        traces = covered if covers else self._trace_count()
         if outdated_ledger or covered != traces:
             return None
         rows = self.select(STATS_QUERY)["results"]["bindings"]
         sums: dict[str, Decimal] = dict.fromkeys(STATS_COLUMNS, Decimal(0))
+        outdated = Decimal(0)
         for row in rows:
             for name in STATS_COLUMNS:
                 sums[name] += Decimal(row[name]["value"]) if name in row else Decimal(0)
-        outdated = _outdated_in_ledger(rows)
+            version = term_value(row.get("version"))  # a server may hand the integer back as a decimal
+            if not isinstance(version, (int, float, Decimal)) or version < DERIVED_FACTS_VERSION:
+                outdated += Decimal(row["traces"]["value"]) if "traces" in row else Decimal(0)
         if sums["traces"] != traces:
             return None
         counts: dict[str, Any] = {name: int(sums[name]) for name in STATS_COLUMNS if name != "cost"}
@@ -970,13 +963,8 @@ class TraceStore(ABC):
         :meth:`ledger_is_current` checks it (a count of the traces: 0.15-0.25 s at a million LM calls, once per
         read-only embedded store), unless the caller knows: ``ledger_covers=True`` after
         :meth:`ledger_is_current` said so, ``False`` to count over the triples."""
-        covered, outdated_ledger = self._ledger_state()
-        if ledger_covers is None:
-            ledger_covers = bool(covered) and not outdated_ledger and covered == self._trace_count()
-        if ledger_covers:
-            rows = self.select(STATS_QUERY)["results"]["bindings"]
-            if sum(int(term_value(row.get("traces")) or 0) for row in rows) == covered:  # its counts are of every trace
-                return int(_outdated_in_ledger(rows))
+        if ledger_covers is not False and (counts := self._stats_from_ledger(covers=bool(ledger_covers))) is not None:
+            return int(counts["to_migrate"])
         d = v.DSPY
         if not self.select(f"ASK {{ GRAPH ?g {{ ?g a <{d}Trace> }} }}").get("boolean"):
             return 0
