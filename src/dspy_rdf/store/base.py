@@ -645,14 +645,13 @@ class TraceStore(ABC):
     def _ledger_state(self) -> tuple[int, bool]:
         """The number of traces the ledger's entries count, and whether an entry holds the figures of another version
         or a sum replaces entries still stored (a fold not finished)."""
-        rows = self.select(ENTRIES)["results"]["bindings"]
-        row = rows[0] if rows else {}
+        row = self._one_row(ENTRIES, "entries")
         entries, current = (int(term_value(row.get(name)) or 0) for name in ("entries", "current_entries"))
         return int(term_value(row.get("covered")) or 0), current != entries or bool(self._replaced_entries())
 
     def _replaced_entries(self) -> list[str]:
         """The entries a sum replaces that are still stored (:data:`~dspy_rdf.store.ledger.REPLACED`)."""
-        return sorted(row["entry"]["value"] for row in self.select(REPLACED)["results"]["bindings"])
+        return sorted(self._column(REPLACED, "entry"))
 
     def _finish_replacing(self) -> None:
         """Remove the entries a sum replaces that a fold stopped midway left stored."""
@@ -1034,6 +1033,15 @@ class TraceStore(ABC):
             batch = " ".join(f"<{name}>" for name in graphs[start:start + _VALUES_BATCH])
             total += int(self._one_row(f"SELECT (COUNT(*) AS ?n) WHERE {{ VALUES ?g {{ {batch} }} GRAPH ?g {{ ?s ?p ?o }} }}", "n")["n"]["value"])
         return total
+
+    def _column(self, sparql: str, needed: str) -> list[str]:
+        """The values of the variable ``needed`` in every row of a query; a :class:`StoreError` when a row lacks it
+        (a server's answer of another shape)."""
+        rows = self.select(sparql)["results"]["bindings"]
+        values = [row.get(needed, {}).get("value") if isinstance(row, dict) else None for row in rows]
+        if not all(isinstance(value, str) for value in values):
+            raise StoreError(f"the store {self.location} answered with a row without ?{needed}: not a SPARQL store this can use")
+        return values  # type: ignore[return-value]
 
     def _one_row(self, sparql: str, needed: str) -> dict[str, Any]:
         """The one row of an aggregate query, holding the variable ``needed`` as an integer; a :class:`StoreError`
