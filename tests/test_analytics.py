@@ -819,6 +819,48 @@ def test_stats_read_the_triples_while_the_ledger_is_not_current(traces, tmp_path
         assert counts["traces"] == len(store.trace_iris()) and counts["ledger_uncounted"] == 1
 
 
+def test_a_query_over_the_ledger_runs_beside_the_check_that_the_ledger_covers_every_trace(traces, tmp_path, monkeypatch):
+    """On the embedded store, run_query runs a query over the ledger beside the count of the trace nodes that says
+    whether the ledger covers them: the query here waits for the count, which it could not if they ran one after
+    the other. Where the ledger is short of a trace, the answer is the scan's, and an error of the query over the
+    ledger is not the user's."""
+    import threading
+
+    from dspy_rdf.store import StoreError
+
+    with EmbeddedStore(tmp_path / "db") as store:
+        store.put(traces)
+        counted = threading.Event()
+        count, select = store._trace_count, store.select
+        ran_beside: list[bool] = []
+
+        def counting() -> int:
+            n = count()
+            counted.set()
+            return n
+
+        def selecting(sparql: str, **kwargs):
+            if "ledger:" in sparql and threading.current_thread() is not threading.main_thread():
+                ran_beside.append(counted.wait(10))
+                if "broken" in ran_beside_mode:
+                    raise StoreError("the query over the ledger failed")
+            return select(sparql, **kwargs)
+
+        ran_beside_mode: set[str] = set()
+        monkeypatch.setattr(store, "_trace_count", counting)
+        monkeypatch.setattr(store, "select", selecting)
+        rows = run_query(store, "tool_latency_per_tool").rows
+        assert ran_beside == [True] and rows == over_triples(store, "tool_latency_per_tool", {}).rows and rows
+        ran_beside_mode.add("broken")
+        counted.clear()
+        with pytest.raises(StoreError):
+            run_query(store, "tool_latency_per_tool")  # the ledger is current: its query's error is the answer
+        item = next(item for item in encode_traces([latency_runs()[0]], base="https://example.org/beside/") if not isinstance(item, tuple))
+        store.put([dataclasses.replace(item, figures=None)])  # a trace the ledger does not count
+        assert not store.ledger_is_current()
+        assert run_query(store, "tool_latency_per_tool").rows == over_triples(store, "tool_latency_per_tool", {}).rows
+
+
 def _content_stats(counts: dict) -> dict:
     """``stats`` less what it says of the ledger itself (how far it is behind the store)."""
     return {name: value for name, value in counts.items() if name != "ledger_uncounted"}

@@ -313,11 +313,12 @@ def test_the_ledger_of_a_virtuoso_store_follows_removals_and_migrate(virtuoso_st
 
 def _written_by_an_earlier_release(store: TraceStore, traces: list, monkeypatch, version: int, *, mixed: bool = False) -> None:
     """Put ``traces`` as an earlier release whose ledger (``version``) kept every figure but the ``argument`` figure
-    and, for version 2, the counts ``stats`` shows; ``mixed``: the second half put by this release afterwards (an
-    upgrade of the package, then new traces, before ``migrate``)."""
+    (versions 2 and 3), the counts ``stats`` shows (version 2) and the ``tool_range`` keys of the duration buckets;
+    ``mixed``: the second half put by this release afterwards (an upgrade of the package, then new traces, before
+    ``migrate``)."""
     from dspy_rdf.store import ledger as ledger_module
 
-    dropped = {"argument"} | ({"stats"} if version in ledger_module.WITHOUT_STATS else set())
+    dropped = ({"argument"} if version in ledger_module.WITHOUT_ARGUMENTS else set()) | ({"stats"} if version in ledger_module.WITHOUT_STATS else set())
     counting = ledger_module.Ledger.add
 
     def add_as_earlier(self, figures, sign=1):
@@ -328,6 +329,7 @@ def _written_by_an_earlier_release(store: TraceStore, traces: list, monkeypatch,
     half = len(traces) // 2
     with monkeypatch.context() as earlier:
         earlier.setattr(ledger_module, "LEDGER_VERSION", version)
+        earlier.setattr(ledger_module, "TOOL_RANGE_KEYED", frozenset())
         earlier.setattr(ledger_module.Ledger, "add", add_as_earlier)
         written = store.put(traces[:half]).written
         if not mixed:
@@ -337,17 +339,40 @@ def _written_by_an_earlier_release(store: TraceStore, traces: list, monkeypatch,
         store.put(traces[half:])
 
 
+def _timed_runs() -> list:
+    """Program runs whose tools ran for durations in several ranges of buckets (the bundled traces hold none): what
+    the ledger's rows of duration buckets, and ``tool_latency_per_tool``'s percentiles, count."""
+    from datetime import datetime, timedelta
+
+    from dspy_rdf.canonical import model as m
+
+    start = datetime.fromisoformat("2034-01-01T00:00:00+00:00")
+    latencies = {"search": [0.0123, 0.0125, 0.4, 0.41, 2.5, 2.51, 37.0], "lookup": [0.0125, 0.9, 1.0, 12.0]}
+    return [
+        m.Trace(source_kind="program_run", source_format="dspy_callback", started_at=(start + timedelta(days=run)).isoformat(), calls=[
+            m.ToolExecution(tool_call=m.ToolCall(name=tool), started_at=start.isoformat(), ended_at=(start + timedelta(seconds=seconds)).isoformat())
+            for tool, values in latencies.items() for seconds in values[run::2]
+        ])
+        for run in range(2)
+    ]  # fmt: skip
+
+
 def _earlier_ledger_upgraded_from_the_triples(store: TraceStore, monkeypatch, version: int, mixed: bool) -> None:
-    traces = _traces()
+    traces = [*_traces(), *_timed_runs()]
     _written_by_an_earlier_release(store, traces, monkeypatch, version, mixed=mixed)
     assert not store.ledger_is_current()  # its entries lack figures: queries and stats read the triples
     counts = store.stats()
     assert counts["ledger_uncounted"] == counts["traces"] == len(store.trace_iris())
     answers = {query.name: run_query(store, query.name, _params(query)).rows for query in LEDGER_QUERIES}
     assert answers["tool_argument_frequency"] and answers["tool_calls_per_tool"]
+    assert {row[0] for row in answers["tool_latency_per_tool"] if row[5] is not None} == {"search", "lookup"}  # percentiles
     report = migrate_store(store, ledger_progress=lambda n: pytest.fail("a trace was read back: the upgrade reads the triples"))
     assert report.ledger_upgraded == counts["traces"] and report.ledger_traces is None
     assert store.ledger_is_current() and len(store.ledger_entries()) == 1
+    ledger = "urn:dspy-rdf:ledger:"
+    keyed = store.select(f"SELECT (COUNT(?row) AS ?rows) (COUNT(?key) AS ?keys) WHERE {{ GRAPH ?g {{ {{ ?row <{ledger}latency_tool> ?t }} UNION {{ ?row <{ledger}range_tool> ?t }} OPTIONAL {{ ?row <{ledger}tool_range> ?key }} }} }}")
+    rows, keys = (int(keyed["results"]["bindings"][0][name]["value"]) for name in ("rows", "keys"))
+    assert rows == keys > 0  # every row of a tool's duration buckets carries its range's key
     assert store.stats() == {**counts, "ledger_uncounted": 0} == store.stats(from_triples=True)
     assert {query.name: run_query(store, query.name, _params(query)).rows for query in LEDGER_QUERIES} == answers
     _ledger_answers_equal_the_triples(store)
@@ -356,12 +381,14 @@ def _earlier_ledger_upgraded_from_the_triples(store: TraceStore, monkeypatch, ve
 
 @pytest.mark.parametrize(
     ("kind", "version", "mixed"),
-    [("embedded", 2, False), ("embedded", 3, False), ("embedded", 2, True), ("embedded", 3, True), ("remote_store", 3, False), ("virtuoso_store", 2, False)],
+    [("embedded", 2, False), ("embedded", 3, False), ("embedded", 4, False), ("embedded", 2, True), ("embedded", 3, True), ("embedded", 4, True),
+     ("remote_store", 3, False), ("remote_store", 4, False), ("virtuoso_store", 2, False)],
 )
 def test_migrate_upgrades_an_earlier_ledger_from_the_triples(kind, version, mixed, request, tmp_path, monkeypatch):
-    """A ledger of an earlier release (every figure but each tool's calls by arguments, and for version 2 the counts
-    ``stats`` reads) covering every trace, alone or beside entries this release wrote, gains those figures from a few
-    queries over the triples: no trace is read back, and every answer stays as it was, on every store kind."""
+    """A ledger of an earlier release (versions 2 and 3: every figure but each tool's calls by arguments, and for
+    version 2 the counts ``stats`` reads; version 4: without the keys of the tools' ranges of duration buckets)
+    covering every trace, alone or beside entries this release wrote, gains those figures from a few queries over the
+    triples and its own sums: no trace is read back, and every answer stays as it was, on every store kind."""
     if kind == "embedded":
         with EmbeddedStore(tmp_path / "db") as store:
             _earlier_ledger_upgraded_from_the_triples(store, monkeypatch, version, mixed)

@@ -51,6 +51,7 @@ from dspy_rdf.store.ledger import (
     STATS_COLUMNS,
     STATS_QUERY,
     UPGRADABLE_VERSIONS,
+    WITHOUT_ARGUMENTS,
     WITHOUT_STATS,
     Ledger,
     entry_query,
@@ -289,6 +290,10 @@ class TraceStore(ABC):
 
     writer_threads = 1
     """How many batches this store commits at once (each still all or nothing)."""
+
+    concurrent_queries = False
+    """Whether queries from several threads run at once (not one after the other): ``run_query`` then runs a query
+    over the ledger beside the check that the ledger covers every trace."""
 
     @property
     def sparql_engine(self) -> SparqlEngine:
@@ -702,7 +707,7 @@ class TraceStore(ABC):
         ledger = self._sum_of([entry for entry in old if entry != STALE_COUNTS])
         if recount:
             ledger.set_stats(DERIVED_FACTS_VERSION, {name: counts[name] or 0 for name in STATS_COLUMNS})
-        if versions - {LEDGER_VERSION}:
+        if versions & WITHOUT_ARGUMENTS:
             ledger.set_arguments(self._argument_figures_from_triples())
         self._replace_ledger(old, ledger)
         return ledger.traces

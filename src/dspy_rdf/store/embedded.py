@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ import pyoxigraph as ox
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.store.base import EncodedTrace, SparqlEngine, SparqlJson, StoreError, StoreLockedError, TraceStore, check_trace_iri, failed_query_message, term_json
 from dspy_rdf.store.ledger import LEDGER, Ledger
+from dspy_rdf.store.locks import ReadWriteLock
 
 __all__ = ["EmbeddedStore"]
 
@@ -86,6 +86,7 @@ class EmbeddedStore(TraceStore):
     """
 
     fold_names_replaced = True  # see _replace_entries
+    concurrent_queries = True  # see ReadWriteLock
     writer_threads = 1  # one bulk load at a time: two at once hold twice the memory for no measurable gain
 
     def __init__(self, path: str | Path, *, read_only: bool = False, create: bool = True) -> None:
@@ -123,8 +124,8 @@ class EmbeddedStore(TraceStore):
         self.read_only = read_only
         self._read_only_trace_count: int | None = None
         # A fold is several transactions (see _replace_ledger): queries wait for one under way, so that none reads the
-        # ledger halfway (a fold runs in the thread of a write, a query in any other).
-        self._ledger_lock = threading.RLock()
+        # ledger halfway (a fold runs in the thread of a write, a query in any other); queries run beside each other.
+        self._ledger_lock = ReadWriteLock()
         if not read_only:
             # Index files of a bulk batch that a killed export built but never ingested: never part of the store,
             # only disk space. Holding the write lock, no other process can be building such files now.
@@ -168,7 +169,7 @@ class EmbeddedStore(TraceStore):
 
         A query pyoxigraph cannot run (bad syntax, a function it does not have) is a ``ValueError``; one that fails
         while it runs (a ``SERVICE`` endpoint that cannot be reached, the disk) is a :class:`StoreError`."""
-        with self._ledger_lock:
+        with self._ledger_lock.reading():
             return self._select(sparql, limit=limit, deadline=deadline)
 
     def _select(self, sparql: str, *, limit: int | None, deadline: float | None) -> SparqlJson:
@@ -198,7 +199,7 @@ class EmbeddedStore(TraceStore):
 
     def construct(self, sparql: str) -> bytes:
         """Run a SPARQL CONSTRUCT query with pyoxigraph; return N-Triples."""
-        with self._ledger_lock:
+        with self._ledger_lock.reading():
             return self._construct(sparql)
 
     def _construct(self, sparql: str) -> bytes:
@@ -256,11 +257,11 @@ class EmbeddedStore(TraceStore):
 
     def fold_ledger(self) -> int:
         """See :meth:`TraceStore.fold_ledger`; queries wait while it runs."""
-        with self._ledger_lock:
+        with self._ledger_lock.writing():
             return super().fold_ledger()
 
     def _replace_ledger(self, old: list[str], ledger: Ledger) -> None:
-        with self._ledger_lock:
+        with self._ledger_lock.writing():
             self._replace_entries(old, ledger)
 
     def _replace_entries(self, old: list[str], ledger: Ledger) -> None:

@@ -28,6 +28,7 @@ neither ``dump`` nor any listing of traces shows.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable
 from decimal import Decimal
@@ -36,24 +37,35 @@ from typing import Any
 from dspy_rdf.rdf import vocab as v
 from dspy_rdf.rdf.writer import DERIVED_FACTS_VERSION, TraceFigures, decimal_text, duration_bucket
 
-__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENT_TEXT_KEPT", "ARGUMENT_ROWS_HELD", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
+__all__ = ["LEDGER", "LEDGER_VERSION", "UPGRADABLE_VERSIONS", "STALE_COUNTS", "STATS_COLUMNS", "STATS_QUERY", "WITHOUT_STATS", "WITHOUT_ARGUMENTS", "TOOL_RANGE_KEYED", "tool_range_key", "ARGUMENTS_QUERY", "ENTRIES", "ENTRY_VERSIONS", "stale_counts_entry", "REPLACED", "STALE_MAXIMUM", "ARGUMENT_ROWS_KEPT", "ARGUMENT_TEXT_KEPT", "ARGUMENT_ROWS_HELD", "ARGUMENTS_DROPPED", "Ledger", "entry_query", "reads_arguments", "reads_maxima", "stale_maxima"]
 
 LEDGER = v.LEDGER
 """The namespace of the ledger's terms (properties, and the names of its graphs and rows)."""
 
-LEDGER_VERSION = 4
+LEDGER_VERSION = 5
 """The figures an entry holds (``ledger:version`` of each entry). A release that keeps more figures raises it: a ledger
 with an entry of another version is not current (the figures it lacks would read as none), so the queries read the
 triples until ``dspy-rdf migrate`` counts the store again."""
 
-UPGRADABLE_VERSIONS = frozenset({2, 3})
+UPGRADABLE_VERSIONS = frozenset({2, 3, 4})
 """Earlier versions whose entries hold every figure of :data:`LEDGER_VERSION` but those ``migrate`` reads from the
 triples in a few queries instead of reading every trace back (:meth:`~dspy_rdf.store.base.TraceStore.upgrade_ledger`):
-the ``argument`` figure (each tool's calls by arguments; neither version keeps it), and the counts ``stats`` shows
-(:data:`WITHOUT_STATS`)."""
+the ``argument`` figure (each tool's calls by arguments: :data:`WITHOUT_ARGUMENTS`), and the counts ``stats`` shows
+(:data:`WITHOUT_STATS`); or that lack only what follows from their own rows (version 4: the ``tool_range`` key of
+:data:`TOOL_RANGE_KEYED`), which the sum written by the upgrade holds."""
 
 WITHOUT_STATS = frozenset({2})
 """Earlier versions whose entries lack the ``stats`` figure."""
+
+WITHOUT_ARGUMENTS = frozenset({2, 3})
+"""Earlier versions whose entries lack the ``argument`` figure."""
+
+TOOL_RANGE_KEYED = frozenset({"latency", "latency_range"})
+"""The figures whose rows also carry ``ledger:tool_range``: one IRI per tool and range of duration buckets
+(:func:`tool_range_key`), the same in every entry. ``tool_latency_per_tool`` reads the range holding a percentile
+from the ``latency_range`` rows, then looks the buckets of that range up by this key: a lookup of a hundred rows at
+most, where a lookup by the range's value reads the rows of every tool in that range (0.16 s against 0.08 s for
+that step at a million LM calls)."""
 
 STALE_COUNTS = f"{LEDGER}stale-counts"
 """An entry counting no trace and of no version (so the ledger is not current while it is stored), written before
@@ -242,6 +254,13 @@ def _literal(value: Any) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") + '"'
 
 
+def tool_range_key(tool: str, span: Decimal) -> str:
+    """The IRI naming one tool's range of duration buckets (``ledger:tool_range``): the same for the same tool name
+    and range in every entry, whatever text the range was read back as."""
+    digest = hashlib.sha256(f"{tool}\x1f{decimal_text(Decimal(span))}".encode()).hexdigest()[:32]
+    return f"{LEDGER}tool-range/{digest}"
+
+
 class Ledger:
     """Sums of figures over some traces: what one entry of the ledger holds (``traces``: how many it covers)."""
 
@@ -356,6 +375,8 @@ class Ledger:
             for column, value in zip(keys, key):
                 if value is not None:
                     lines.append(f"{row} <{LEDGER}{column}> {_literal(value)}{tail}")
+            if figure in TOOL_RANGE_KEYED and key[0] is not None and key[1] is not None:
+                lines.append(f"{row} <{LEDGER}tool_range> <{tool_range_key(key[0], key[1])}>{tail}")
             for column, value in zip(columns, values):
                 lines.append(f"{row} <{LEDGER}{column}> {_literal(Decimal(value) if column in _DECIMAL_COLUMNS else value)}{tail}")
         return graph, "".join(lines).encode("utf-8")
