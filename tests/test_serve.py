@@ -700,3 +700,29 @@ def test_a_span_pickled_for_a_worker_process_comes_back_equal_in_every_field():
     assert span.__reduce__()[0] is Span  # its own reduction, not the slots dataclass's state protocol
     again = pickle.loads(pickle.dumps(span))
     assert again == span and all(getattr(again, name) == value for name, value in samples.items())
+
+
+def test_a_fault_of_the_receiver_on_one_trace_is_that_traces_error_and_the_others_are_stored(tmp_path, monkeypatch):
+    """An unexpected error while one trace is encoded (a fault of this code, not of the input) fails that trace alone,
+    and says so without the trace's text; the receiver goes on storing."""
+    from dspy_rdf.service import builder
+
+    encode, secret, calls = builder.encode_traces, "sk-" + "a" * 40, []
+
+    def failing_first(traces, *, base):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError(f"the text {secret}")
+        return encode(traces, base=base)
+
+    monkeypatch.setattr(builder, "encode_traces", failing_first)
+    body = (CROSS / "openinference.json").read_bytes()
+    with served(tmp_path, workers=0) as server:
+        assert post(server.url, body).status_code == 200
+        assert server.flush(30), server.status()
+        status = server.status()
+        assert status["traces"]["failed"] == 1 and status["traces"]["written"] == 2, status
+        assert any("dspy-rdf failed on it (KeyError)" in e for e in status["recent_errors"]), status
+        assert secret not in json.dumps(status)
+        assert post(server.url, (CROSS / "openinference_dspy341.json").read_bytes()).status_code == 200
+        assert server.flush(30) and server.status()["traces"]["written"] == 5, server.status()  # still storing

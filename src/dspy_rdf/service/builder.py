@@ -78,12 +78,17 @@ def _built(gathered: list[GatheredTrace], base: str) -> list[Built]:
         if read.trace is None:
             out.append(where + str(read.error).split("\n")[0])
             continue
-        for encoded in encode_traces([read.trace], base=base):
-            if isinstance(encoded, EncodedTrace):
-                out.append(None if encoded.iri in seen else encoded)
-                seen.add(encoded.iri)
-            else:
-                out.append(f"{where}a trace was not stored: {encoded[1]}")
+        try:
+            encoded = next(iter(encode_traces([read.trace], base=base)))
+        except Exception as exc:  # noqa: BLE001 - a fault of this code on one trace must not stop the receiver
+            # its type only: the message of an unexpected error may quote the trace's text before redaction
+            out.append(f"{where}a trace was not stored: dspy-rdf failed on it ({type(exc).__name__}); please report it")
+            continue
+        if isinstance(encoded, EncodedTrace):
+            out.append(None if encoded.iri in seen else encoded)
+            seen.add(encoded.iri)
+        else:
+            out.append(f"{where}a trace was not stored: {encoded[1]}")
     return out
 
 
