@@ -20,7 +20,7 @@ WHOLE_FILES = ("request_all_parts.json", "response_all_parts.json", "history_ent
 FIXTURE_FILES = tuple(f"part_{kind}.json" for kind in PART_KINDS) + WHOLE_FILES
 
 
-DEFAULT_RUN_EXAMPLES = 0.4
+DEFAULT_RUN_EXAMPLES = 0.25
 """The share of each property test's examples (hypothesis) the default run tries; ``--slow`` tries them all, and
 ``DSPY_RDF_HYPOTHESIS_FACTOR`` sets the share whatever the run (``10``: ten times as many)."""
 

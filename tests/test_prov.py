@@ -169,6 +169,7 @@ def _shape_messages() -> set[str]:
     return set(re.findall(r'sh:message "([^"]+)"', PROV_SHAPES.read_text(encoding="utf-8")))
 
 
+@pytest.mark.slow  # pySHACL once per broken view: 30 s
 def test_every_constraint_of_the_prov_shapes_is_broken_by_a_case(store, captured):
     """Each broken view fails, and together they fail every constraint the shapes have (a new one needs a case)."""
     [(_, triples)] = prov_view(store, [trace_iri(captured["react"])])
