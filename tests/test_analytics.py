@@ -844,6 +844,11 @@ def test_a_query_over_the_ledger_runs_beside_the_check_that_the_ledger_covers_ev
                 ran_beside.append(counted.wait(10))
                 if "broken" in ran_beside_mode:
                     raise StoreError("the query over the ledger failed")
+                if "write" in ran_beside_mode:
+                    answer = select(sparql, **kwargs)
+                    late = m.ToolExecution(tool_call=m.ToolCall(name="late"), started_at="2033-02-01T00:00:00+00:00", ended_at="2033-02-01T00:00:03+00:00")
+                    store.put([m.Trace(source_kind="program_run", source_format="dspy_callback", calls=[late])])
+                    return answer
             return select(sparql, **kwargs)
 
         ran_beside_mode: set[str] = set()
@@ -855,10 +860,21 @@ def test_a_query_over_the_ledger_runs_beside_the_check_that_the_ledger_covers_ev
         counted.clear()
         with pytest.raises(StoreError):
             run_query(store, "tool_latency_per_tool")  # the ledger is current: its query's error is the answer
+        # a write between the query and the check (here, by the thread of the query once it answered): the answer
+        # read the ledger before the write, so the query is asked again
+        ran_beside_mode.clear()
+        ran_beside_mode.add("write")
+        counted.clear()
+        written = run_query(store, "tool_latency_per_tool").rows
+        assert written == over_triples(store, "tool_latency_per_tool", {}).rows and "late" in {row[0] for row in written}
+        ran_beside_mode.clear()
         item = next(item for item in encode_traces([latency_runs()[0]], base="https://example.org/beside/") if not isinstance(item, tuple))
         store.put([dataclasses.replace(item, figures=None)])  # a trace the ledger does not count
         assert not store.ledger_is_current()
-        assert run_query(store, "tool_latency_per_tool").rows == over_triples(store, "tool_latency_per_tool", {}).rows
+        for mode in ((), ("broken",)):  # the query over the ledger answered, or failed: the scan's answer either way
+            ran_beside_mode.update(mode)
+            counted.clear()
+            assert run_query(store, "tool_latency_per_tool").rows == over_triples(store, "tool_latency_per_tool", {}).rows
 
 
 def _content_stats(counts: dict) -> dict:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from dspy_rdf.store.locks import ReadWriteLock
 
 WAIT = 10  # seconds: only reached when the lock is wrong
@@ -82,7 +84,10 @@ def test_the_writer_reads_and_writes_again_and_a_reader_reads_again_in_its_threa
     thread.join(WAIT)
 
 
-def test_a_reader_may_write_when_it_is_the_only_one():
+def test_a_reader_that_starts_writing_is_refused_not_left_waiting():
     lock = ReadWriteLock()
-    with lock.reading(), lock.writing():
+    with lock.reading(), pytest.raises(RuntimeError, match="cannot start writing"):
+        with lock.writing():
+            pass
+    with lock.writing():  # let go of
         pass

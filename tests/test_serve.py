@@ -702,20 +702,23 @@ def test_a_span_pickled_for_a_worker_process_comes_back_equal_in_every_field():
     assert again == span and all(getattr(again, name) == value for name, value in samples.items())
 
 
-def test_a_fault_of_the_receiver_on_one_trace_is_that_traces_error_and_the_others_are_stored(tmp_path, monkeypatch):
-    """An unexpected error while one trace is encoded (a fault of this code, not of the input) fails that trace alone,
-    and says so without the trace's text; the receiver goes on storing."""
+@pytest.mark.parametrize("where", ["read", "encode"])
+def test_a_fault_of_the_receiver_on_one_trace_is_that_traces_error_and_the_others_are_stored(where, tmp_path, monkeypatch):
+    """An unexpected error while one trace is made from its spans or encoded (a fault of this code, not of the input)
+    fails that trace alone, and says so without the trace's text; the receiver goes on storing."""
     from dspy_rdf.service import builder
+    from dspy_rdf.sources.otlp import GatheredTrace
 
-    encode, secret, calls = builder.encode_traces, "sk-" + "a" * 40, []
+    secret, calls = "sk-" + "a" * 40, []
+    step, original = (("encode_traces", builder.encode_traces), ("read", GatheredTrace.read))[where == "read"]
 
-    def failing_first(traces, *, base):
+    def failing_first(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
             raise KeyError(f"the text {secret}")
-        return encode(traces, base=base)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(builder, "encode_traces", failing_first)
+    monkeypatch.setattr(builder if step == "encode_traces" else GatheredTrace, step, failing_first)
     body = (CROSS / "openinference.json").read_bytes()
     with served(tmp_path, workers=0) as server:
         assert post(server.url, body).status_code == 200

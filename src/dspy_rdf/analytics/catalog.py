@@ -667,9 +667,14 @@ def run_query(
 
 def _answer_over_the_ledger(store: TraceStore, query: NamedQuery, sparql: str) -> tuple[bool, SparqlJson | None]:
     """Whether the ledger covers every trace for ``query`` (a canned query over it) and, when it does, the answer of
-    ``sparql``. On a store that runs queries at once, the query runs beside the check, which counts the trace nodes
-    (0.2-0.3 s at a million LM calls, a third of the query it guards); its answer is dropped when the ledger is not
-    current (the query over the ledger then read a few rows, the scan that replaces it is what takes long)."""
+    ``sparql`` (None: to be asked again).
+
+    On a store that runs queries at once, the query runs beside the check, which counts the trace nodes (0.2-0.3 s at
+    a million LM calls, a third of the query it guards). Its answer is kept only when the ledger is current and held
+    the same entries before the query and after the check: any write, removal, fold or upgrade meanwhile adds or
+    replaces an entry, and the query is then asked again. When the ledger is not current the answer is dropped, after
+    waiting for the query (a query over an older ledger, lacking what it looks up, ends at once; over a ledger short
+    of a few traces it runs in full before the scan starts)."""
     from dspy_rdf.store.ledger import reads_arguments, reads_maxima
 
     def covered() -> bool:
@@ -677,12 +682,14 @@ def _answer_over_the_ledger(store: TraceStore, query: NamedQuery, sparql: str) -
 
     if not store.concurrent_queries:
         return (True, store.select(sparql)) if covered() else (False, None)
+    entries = store.ledger_entries()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dspy-rdf-query") as pool:
         early = pool.submit(store.select, sparql)
         if not covered():
             early.exception()  # waited for, and dropped with any error it met
             return False, None
-        return True, early.result()
+        answer = early.result()
+    return True, answer if store.ledger_entries() == entries else None
 
 
 def traces_to_migrate(store: TraceStore, *, ledger_covers: bool | None = None) -> int:

@@ -73,12 +73,12 @@ def _built(gathered: list[GatheredTrace], base: str) -> list[Built]:
     out: list[Built] = []
     seen: set[str] = set()
     for item in gathered:
-        read = item.read()
-        where = f"spool record {read.line}: " if read.line is not None else ""
-        if read.trace is None:
-            out.append(where + str(read.error).split("\n")[0])
-            continue
+        where = f"spool record {item.line}: " if item.line is not None else ""  # as item.read() names it
         try:
+            read = item.read()
+            if read.trace is None:
+                out.append(where + str(read.error).split("\n")[0])
+                continue
             encoded = next(iter(encode_traces([read.trace], base=base)))
         except Exception as exc:  # noqa: BLE001 - a fault of this code on one trace must not stop the receiver
             # its type only: the message of an unexpected error may quote the trace's text before redaction
@@ -348,7 +348,8 @@ class TraceBuilder:
             if batch.building is not None:
                 return batch.building.result()
         except Exception as exc:  # noqa: BLE001 - a worker died or failed: build here
-            self._error(f"a worker process failed ({type(exc).__name__}: {exc}); building here")
+            # its type only: an error the worker met may quote a trace's text before redaction
+            self._error(f"a worker process failed ({type(exc).__name__}); building here")
             self._pool = None
         return _built(batch.gathered, self.base)
 

@@ -12,7 +12,8 @@ __all__ = ["ReadWriteLock"]
 
 class ReadWriteLock:
     """Shared reading, exclusive writing. Both are reentrant in their thread: a writer may read (a fold checks the
-    ledger with queries) and write again, a reader may read again. A waiting writer goes before readers that do not
+    ledger with queries) and write again, a reader may read again; a reader may not start writing (two readers doing
+    so would wait for each other for ever: a RuntimeError says so). A waiting writer goes before readers that do not
     hold the lock yet, so that a steady flow of queries cannot keep a fold waiting for ever."""
 
     def __init__(self) -> None:
@@ -48,14 +49,17 @@ class ReadWriteLock:
     def writing(self) -> Iterator[None]:
         """Hold the lock alone (its own thread's reads aside)."""
         me = threading.get_ident()
+        if self._writer != me and self._reads_held():
+            raise RuntimeError("a thread holding the lock for reading cannot start writing")
         with self._changed:
             if self._writer != me:
                 self._writers_waiting += 1
                 try:
-                    while self._writer is not None or self._readers > self._reads_held():
+                    while self._writer is not None or self._readers:
                         self._changed.wait()
                 finally:
                     self._writers_waiting -= 1
+                    self._changed.notify_all()  # readers held back by this writer alone, when its wait was cut short
                 self._writer = me
             self._writes += 1
         try:
