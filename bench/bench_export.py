@@ -1,7 +1,7 @@
 """Benchmark of ``dspy-rdf export`` as users run it: wall time and peak memory of the command, per output, per size.
 
     .venv/bin/python bench/bench_export.py [--lm-calls 10000 100000] [--repeat 3] [--outputs store nq ttl trig nt jsonld]
-                                           [--jsonld-max 10000] [--workdir DIR]
+                                           [--jsonld-max 10000] [--workdir DIR] [--keep-store DIR]
 
 Workload: the JSONL files of distinct real DSPy traces that ``bench_store.py`` writes (the same generator, cached in
 ``--workdir``). Every measurement is one ``python -m dspy_rdf.cli export FILE ...`` process, so its peak resident
@@ -76,6 +76,8 @@ def main() -> None:
     parser.add_argument("--jsonld-max", type=int, default=10_000, help="largest size exported to JSON-LD (LM calls)")
     parser.add_argument("--workdir", type=Path, default=None, help="where workload files go (default: a temp dir)")
     parser.add_argument("--distinct-arguments", action="store_true", help="each trace's tool arguments its own (free text)")
+    parser.add_argument("--keep-store", type=Path, default=None,
+                        help="keep the store of the last store export in this directory (replaced); the baseline then runs first")
     args = parser.parse_args()
     cleanup = args.workdir is None
     args.workdir = Path(tempfile.mkdtemp(prefix="bench-export-")) if cleanup else args.workdir
@@ -97,7 +99,27 @@ def main() -> None:
                 print(f"  {name:<34} {seconds:8.2f} s  {mb:7.0f} MB  {last[:90]}", flush=True)
 
             nquads = scratch / "out.nq"
+            triples = 0
+
+            def baseline() -> None:
+                nonlocal triples
+                if not nquads.exists():
+                    run_child([*cli, str(path), "-o", str(nquads)])
+                raw = scratch / "raw"
+                shutil.rmtree(raw, ignore_errors=True)
+                code = (
+                    "import pyoxigraph as ox, sys; s = ox.Store(sys.argv[1]); "
+                    "s.bulk_load(path=sys.argv[2], format=ox.RdfFormat.N_QUADS); s.flush()"
+                )
+                note(RAW, *run_child([sys.executable, "-c", code, str(raw), str(nquads)]))
+                shutil.rmtree(raw, ignore_errors=True)
+                triples = triples_of(nquads)
+                if args.keep_store:  # the store kept and the N-Quads may not fit on one disk together
+                    nquads.unlink()
+
             for _ in range(args.repeat):
+                if args.keep_store:
+                    baseline()
                 for output in args.outputs:
                     if output == "re-export":
                         continue
@@ -109,21 +131,15 @@ def main() -> None:
                         note("store", *run_child([*cli, str(path), "--store", str(target)]))
                         if "re-export" in args.outputs:
                             note("re-export", *run_child([*cli, str(path), "--store", str(target)]))
+                        if args.keep_store:
+                            shutil.rmtree(args.keep_store, ignore_errors=True)
+                            shutil.move(str(target), args.keep_store)
                         shutil.rmtree(target, ignore_errors=True)
                     else:
                         note(output, *run_child([*cli, str(path), "-o", str(scratch / f"out.{output}")]))
-                if not nquads.exists():
-                    run_child([*cli, str(path), "-o", str(nquads)])
-                raw = scratch / "raw"
-                shutil.rmtree(raw, ignore_errors=True)
-                code = (
-                    "import pyoxigraph as ox, sys; s = ox.Store(sys.argv[1]); "
-                    "s.bulk_load(path=sys.argv[2], format=ox.RdfFormat.N_QUADS); s.flush()"
-                )
-                note(RAW, *run_child([sys.executable, "-c", code, str(raw), str(nquads)]))
-                shutil.rmtree(raw, ignore_errors=True)
-            triples = triples_of(nquads)
-            nquads.unlink()
+                if not args.keep_store:
+                    baseline()
+            nquads.unlink(missing_ok=True)
             results[size] = {
                 "lm_calls": n_calls, "traces": n_traces, "triples": triples, "mb": path.stat().st_size / 1e6,
                 "figures": {k: (statistics.median(t), statistics.median(p)) for k, (t, p) in figures.items()},
